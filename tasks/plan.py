@@ -1,0 +1,77 @@
+"""Job: one (dataset@version, framework@variant, fold, seed) under a budget, and the suite plan.
+
+The job key is a stable hash of everything that defines the job, so a resumed suite can tell a
+finished job from a missing one and no job is recorded twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tasks.specs import Budget, FrameworkRef
+
+
+@dataclass(frozen=True)
+class Job:
+    suite: str
+    dataset: str
+    data_version: str
+    framework: str  # adapter name
+    variant: str | None
+    fold: int
+    seed: int
+    budget: Budget
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def framework_id(self) -> str:
+        return f"{self.framework}:{self.variant}" if self.variant else self.framework
+
+    @property
+    def key(self) -> str:
+        identity = {
+            "suite": self.suite,
+            "dataset": self.dataset,
+            "data_version": self.data_version,
+            "framework": self.framework_id,
+            "params": self.params,
+            "fold": self.fold,
+            "seed": self.seed,
+            "budget": self.budget.model_dump(),
+        }
+        canonical = json.dumps(identity, sort_keys=True, default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        return f"{self.dataset}/{self.framework_id}/fold{self.fold}/seed{self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["budget"] = self.budget.model_dump()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Job:
+        return cls(**{**data, "budget": Budget(**data["budget"])})
+
+
+def make_jobs(
+    suite_name: str,
+    datasets: dict[str, str],  # dataset name -> data version
+    frameworks: list[FrameworkRef],
+    folds: int,
+    seeds: list[int],
+    budget: Budget,
+) -> list[Job]:
+    """Every combination, ordered so that each dataset's folds run close together."""
+    return [
+        Job(suite_name, name, version, ref.name, ref.variant, fold, seed, budget, dict(ref.params))
+        for name, version in datasets.items()
+        for fold in range(folds)
+        for seed in seeds
+        for ref in frameworks
+    ]

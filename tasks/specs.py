@@ -1,0 +1,244 @@
+"""The nouns a user writes in YAML: dataset cards, budgets, suites.
+
+Every loader turns a user mistake (missing file, bad YAML, wrong field, unknown name) into a
+``UserError`` that names the file and the field, so the CLI can print one sentence and exit 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tasks import paths
+from tasks.errors import UserError
+
+ProblemType = Literal["binary", "multiclass", "regression"]
+Modality = Literal["tabular", "text", "multimodal"]
+# A column's role in a card: how frameworks should treat it. The target is named by `target`.
+ColumnRole = Literal["numeric", "categorical", "text", "id", "ignore"]
+
+DEFAULT_METRIC: dict[str, str] = {"binary": "auc", "multiclass": "logloss", "regression": "rmse"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceSpec(_Strict):
+    """Where a catalog dataset comes from: a package that ships it (no download at run time)."""
+
+    package: str
+    call: str  # the human-readable call, e.g. "sklearn.datasets.load_breast_cancer(as_frame=True)"
+    loader: str | None = None  # key in tasks.data sources registry; None for user-provided files
+    licence: str = "unknown"
+    citation: str = ""
+
+
+class ExpectationSpec(_Strict):
+    """A user expectation: a Great Expectations 1.x expectation class name plus its kwargs."""
+
+    expectation: str  # e.g. "ExpectColumnValuesToBeBetween" or "expect_column_values_to_be_between"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class DatasetSpec(_Strict):
+    """A dataset card, specs/datasets/NAME.yaml."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)  # modalities may add their own fields
+
+    name: str
+    description: str = ""
+    source: SourceSpec
+    file: str  # relative to datasets/
+    target: str
+    problem_type: ProblemType
+    metric: str | None = None
+    modality: Modality = "tabular"
+    rows: int | None = None  # declared row count, checked by the gate
+    columns: dict[str, ColumnRole] = Field(default_factory=dict)
+    expectations: list[ExpectationSpec] = Field(default_factory=list)
+    card_path: str | None = None  # filled by the loader, for error messages
+
+    @model_validator(mode="after")
+    def _default_metric(self) -> DatasetSpec:
+        if self.metric is None:
+            object.__setattr__(self, "metric", DEFAULT_METRIC[self.problem_type])
+        return self
+
+    @property
+    def path(self) -> Path:
+        return paths.datasets_dir() / self.file
+
+    @property
+    def features(self) -> list[str]:
+        return [c for c, role in self.columns.items() if role in ("numeric", "categorical", "text")]
+
+
+class Budget(_Strict):
+    """The same enforced limits for every framework in a suite (AMLB's "constraint")."""
+
+    name: str
+    time_s: int = Field(gt=0)
+    cores: int = Field(gt=0)
+    memory_mb: int = Field(gt=0)
+    gpus: int = Field(default=0, ge=0)
+
+
+class FrameworkRef(_Strict):
+    """A framework as a suite names it: `name`, `name:variant`, or a mapping with params.
+
+    Params whose name starts with `_` are for the adapter; the rest pass to the framework.
+    """
+
+    name: str
+    variant: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}:{self.variant}" if self.variant else self.name
+
+    @classmethod
+    def parse(cls, entry: str | dict[str, Any]) -> FrameworkRef:
+        if isinstance(entry, str):
+            name, _, variant = entry.partition(":")
+            return cls(name=name, variant=variant or None)
+        if isinstance(entry, dict) and ":" in str(entry.get("name", "")) and "variant" not in entry:
+            name, _, variant = str(entry["name"]).partition(":")
+            return cls(**{**entry, "name": name, "variant": variant})
+        return cls(**entry)
+
+
+class Suite(_Strict):
+    """specs/suites/NAME.yaml: datasets x frameworks x folds x seeds under one budget."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)  # modalities may add their own fields
+
+    name: str
+    description: str = ""
+    datasets: list[str] = Field(min_length=1)
+    frameworks: list[FrameworkRef] = Field(min_length=1)
+    folds: int = Field(default=1, gt=0)  # the first N of each dataset's saved folds
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    budget: str = "test"
+
+    @field_validator("frameworks", mode="before")
+    @classmethod
+    def _parse_frameworks(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [FrameworkRef.parse(v) if isinstance(v, (str, dict)) else v for v in value]
+        return value
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seed_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int) else value
+
+
+# ---------------------------------------------------------------- loading, with clear errors
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file or raise one sentence naming the file (and the line, when known)."""
+    if not path.is_file():
+        raise UserError(f"{path}: file not found.")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise UserError(f"{path}:{where}: malformed YAML ({problem}); fix the syntax there.") from None
+
+
+def describe_validation_error(path: Path, exc: ValidationError) -> str:
+    """One sentence for the first pydantic error: file, field, what is wrong."""
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return f"{path}: unknown field '{field}'; remove it or check its spelling."
+    if kind == "missing":
+        return f"{path}: field '{field}' is required; add it."
+    return f"{path}: field '{field}': {first['msg']}."
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a YAML mapping of fields at the top level.")
+    return data
+
+
+def _available(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def load_dataset_spec(name_or_path: str | Path) -> DatasetSpec:
+    """Load a card by name (specs/datasets/NAME.yaml) or by path."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = paths.dataset_cards_dir() / f"{name_or_path}.yaml"
+        if not path.is_file():
+            known = ", ".join(_available(paths.dataset_cards_dir())) or "none"
+            raise UserError(
+                f"unknown dataset '{name_or_path}': no card {path}; known datasets: {known}."
+            )
+    data = _mapping(path)
+    data.setdefault("name", path.stem)
+    try:
+        return DatasetSpec(**data, card_path=str(path))
+    except ValidationError as exc:
+        raise UserError(describe_validation_error(path, exc)) from None
+
+
+def list_dataset_specs() -> list[DatasetSpec]:
+    return [load_dataset_spec(p) for p in sorted(paths.dataset_cards_dir().glob("*.yaml"))]
+
+
+def load_budgets() -> dict[str, Budget]:
+    path = paths.budgets_file()
+    data = _mapping(path)
+    budgets: dict[str, Budget] = {}
+    for name, fields in data.items():
+        if not isinstance(fields, dict):
+            raise UserError(f"{path}: budget '{name}' must be a mapping of time_s, cores, memory_mb, gpus.")
+        try:
+            budgets[name] = Budget(name=name, **fields)
+        except ValidationError as exc:
+            raise UserError(describe_validation_error(path, exc).replace(": field '", f": budget '{name}' field '", 1)) from None
+    return budgets
+
+
+def load_budget(name: str) -> Budget:
+    budgets = load_budgets()
+    if name not in budgets:
+        raise UserError(
+            f"unknown budget '{name}'; known budgets in {paths.budgets_file()}: {', '.join(budgets)}."
+        )
+    return budgets[name]
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """Load a suite by name (specs/suites/NAME.yaml) or path; check its budget and datasets exist."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = paths.suites_dir() / f"{name_or_path}.yaml"
+        if not path.is_file():
+            known = ", ".join(_available(paths.suites_dir())) or "none"
+            raise UserError(f"unknown suite '{name_or_path}': no file {path}; known suites: {known}.")
+    data = _mapping(path)
+    data.setdefault("name", path.stem)
+    try:
+        suite = Suite(**data)
+    except ValidationError as exc:
+        raise UserError(describe_validation_error(path, exc)) from None
+    load_budget(suite.budget)
+    for dataset in suite.datasets:
+        if not (paths.dataset_cards_dir() / f"{dataset}.yaml").is_file():
+            known = ", ".join(_available(paths.dataset_cards_dir()))
+            raise UserError(f"{path}: field 'datasets': unknown dataset '{dataset}'; known: {known}.")
+    return suite

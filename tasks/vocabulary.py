@@ -1,0 +1,64 @@
+"""One vocabulary of MLflow names, the same for every framework, team and mode.
+
+tracking.py writes with these names and report/ reads with them; the README's vocabulary table
+is generated from (and tested against) this module. Change a name here and nowhere else.
+"""
+
+from __future__ import annotations
+
+# Scores: every metric for the problem type, computed by the harness (tasks/metrics.py).
+SCORE_METRICS: dict[str, tuple[str, ...]] = {
+    "binary": ("auc", "logloss", "acc", "balacc", "f1"),
+    "multiclass": ("logloss", "acc", "balacc", "macro_f1"),
+    "regression": ("rmse", "mae", "r2"),
+}
+LOWER_IS_BETTER = frozenset({"logloss", "rmse", "mae"})
+RESULT = "result"  # the suite metric made higher-is-better (AMLB: negated when lower is better)
+
+# Timings, model and resource figures of one job (MLflow metrics).
+COST_METRICS: dict[str, str] = {
+    "fit_s": "seconds in the framework's fit",
+    "predict_s": "seconds to predict the whole test fold",
+    "latency_p50_ms": "median single-row predict latency (>= 100 calls)",
+    "latency_p99_ms": "99th percentile single-row predict latency",
+    "throughput_rows_s": "batch predict throughput, rows per second",
+    "model_size_mb": "size of the saved model folder on disk",
+    "models_count": "models the framework trained (leaderboard length)",
+    "duration_s": "job wall time, process start to result written",
+    "overhead_s": "duration_s minus fit, predict and latency measurement",
+    "peak_rss_mb": "peak resident memory of the job's process tree (JVM included)",
+    "cpu_s": "CPU seconds of the job's process tree",
+    "gpu_util_mean_pct": "mean GPU utilisation of the job's devices (GPU hosts only)",
+    "gpu_util_peak_pct": "peak GPU utilisation of the job's devices (GPU hosts only)",
+    "gpu_mem_peak_mb": "peak GPU memory used on the job's devices (GPU hosts only)",
+    "train_rows": "rows in the training part of the fold",
+    "test_rows": "rows in the test part of the fold",
+}
+
+# Tags on every job run (child run). Values are strings.
+JOB_TAGS: dict[str, str] = {
+    "suite": "suite name",
+    "execution_id": "the suite execution (parent run id) this job belongs to",
+    "job_key": "stable hash of dataset@version, framework@variant+params, fold, seed, budget, suite",
+    "status": "ok | failed | timeout | memory | skipped",
+    "framework": "framework id as the suite names it (name or name:variant)",
+    "framework_name": "adapter name without variant",
+    "framework_version": "installed version of the framework",
+    "dataset": "dataset name (card)",
+    "data_version": "DVC md5 of the dataset's file",
+    "problem_type": "binary | multiclass | regression",
+    "metric": "the suite metric that `result` is made from",
+    "budget": "budget name",
+    "fold": "outer fold index",
+    "seed": "random seed",
+    "git_sha": "commit of the automl-eval checkout",
+    "app_version": "automl-eval version",
+    "host": "host name of the worker",
+    "cpu_model": "CPU model of the worker",
+    "gpu_model": "GPU model of the job's devices, or 'none'",
+    "team": "team tag given at run time",
+    "error": "last lines of the error, for failed jobs",
+}
+STATUSES = ("ok", "failed", "timeout", "memory", "skipped")
+FINISHED_STATUSES = frozenset({"ok", "skipped"})  # a resumed suite does not run these again
+RETRYABLE_STATUSES = frozenset({"failed", "timeout", "memory"})
