@@ -1,0 +1,1 @@
+"""Data: materialize packaged sources, load, split into saved folds, validate (Great Expectations)."""
