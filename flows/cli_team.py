@@ -1,9 +1,124 @@
-"""`automl-eval` commands for: team. (placeholder until implemented)"""
+"""`automl-eval deploy` and `automl-eval team up|down|status`: the team's servers and deployments.
+
+`deploy` registers the deployments of prefect.yaml (nightly, manual, job, job-gpu) on the Prefect
+server that PREFECT_API_URL names, after making sure the work pools `cpu` and `gpu` and the GPU
+concurrency limit exist. `team up` starts the whole stack on 127.0.0.1 (see flows/team_stack.py).
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import typer
+from rich.console import Console
+
+from tasks import paths
+from tasks.errors import UserError
+
+DEFAULT_NIGHTLY_CRON = "0 2 * * *"  # 02:00 UTC
+CRON_ENV = "AUTOML_EVAL_NIGHTLY_CRON"
+
+console = Console()
+team_app = typer.Typer(help="Start, stop and inspect the team stack on this machine (127.0.0.1).",
+                       no_args_is_help=True)
+
+
+def _api_url() -> str:
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise UserError("automl-eval deploy needs a Prefect server: set PREFECT_API_URL "
+                        "(after `make team-up`: `source .team/client.env`).")
+    return str(url)
+
+
+def _server_health(api_url: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=10):
+            return
+    except (urllib.error.URLError, OSError):
+        raise UserError(f"no Prefect server answers at {api_url} (PREFECT_API_URL); "
+                        "start it with `make team-up` or `prefect server start`.") from None
+
+
+def deploy(
+    cron: str = typer.Option(None, help=f"Nightly schedule (cron, UTC); default ${CRON_ENV} "
+                             f"or '{DEFAULT_NIGHTLY_CRON}'."),
+    gpus: int = typer.Option(None, min=0, help="GPUs across the gpu pool's workers (the 'gpu' concurrency "
+                             "limit); default $AUTOML_EVAL_GPUS or this host's GPUs."),
+) -> None:
+    """Register the nightly, manual and job deployments on the running Prefect server."""
+    from flows.dispatch import visible_gpu_count
+    from flows.team_stack import ensure_pools_and_limits
+
+    api_url = _api_url()
+    _server_health(api_url)
+    root = paths.project_root()
+    if not (root / "prefect.yaml").is_file():
+        raise UserError(f"{root / 'prefect.yaml'}: file not found; run deploy from the project's checkout.")
+    gpu_count = gpus if gpus is not None else int(os.environ.get("AUTOML_EVAL_GPUS", visible_gpu_count()))
+    ensure_pools_and_limits(api_url, gpu_count)
+    env = dict(os.environ)
+    env[CRON_ENV] = cron or os.environ.get(CRON_ENV) or DEFAULT_NIGHTLY_CRON
+    env.setdefault("AUTOML_EVAL_HOME", str(root))
+    command = [str(Path(sys.executable).parent / "prefect"), "--no-prompt", "deploy", "--all"]
+    completed = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    if completed.returncode != 0:
+        tail = "\n".join((completed.stdout + completed.stderr).strip().splitlines()[-15:])
+        console.print(tail, markup=False, highlight=False)
+        raise UserError("prefect deploy failed (its last lines are above); "
+                        "check prefect.yaml and the server.")
+    console.print(f"deployed nightly (cron '{env[CRON_ENV]}' UTC), manual, job, job-gpu to {api_url}; "
+                  f"'gpu' concurrency limit: {gpu_count}.")
+    console.print("run one: prefect deployment run 'automl-eval-manual/manual' --param suite=smoke")
+
+
+@team_app.command("up")
+def team_up() -> None:
+    """Start the Prefect server, the MLflow server (PostgreSQL, basic auth) and the workers."""
+    from flows import team_stack
+
+    settings = team_stack.default_settings()
+    state = team_stack.up(settings)
+    workers = ", ".join(f"{w.name} (pool {w.pool})" for w in settings.workers)
+    console.print(f"Prefect UI:  {state.prefect_ui}")
+    console.print(f"MLflow UI:   {state.mlflow_ui}  "
+                  f"(basic auth; accounts in {settings.state_dir}/credentials.env)")
+    console.print(f"workers:     {workers}; logs in {settings.logs_dir}")
+    console.print(f"next:        source {settings.state_dir}/client.env && automl-eval deploy")
+
+
+@team_app.command("down")
+def team_down() -> None:
+    """Stop every process `team up` started (databases and artifacts stay)."""
+    from flows import team_stack
+
+    stopped = team_stack.down(paths.project_root() / ".team")
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "no team stack was running.")
+
+
+@team_app.command("status")
+def team_status() -> None:
+    """Addresses and processes of the running stack."""
+    from flows import team_stack
+
+    state = team_stack.read_state(paths.project_root() / ".team")
+    if state is None:
+        console.print("no team stack is running (start it with `make team-up`).")
+        return
+    console.print(f"Prefect UI: {state.prefect_ui}\nMLflow UI:  {state.mlflow_ui}")
+    for name, pid in state.pids.items():
+        console.print(f"  {name:<20} pid {pid:<8} {'running' if team_stack._alive(pid) else 'stopped'}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("deploy")(deploy)
+    app.add_typer(team_app, name="team")

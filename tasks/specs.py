@@ -178,7 +178,12 @@ def _available(folder: Path) -> list[str]:
 
 
 def load_dataset_spec(name_or_path: str | Path) -> DatasetSpec:
-    """Load a card by name (specs/datasets/NAME.yaml) or by path."""
+    """Load a card by name (specs/datasets/NAME.yaml) or by path; `NAME[STREAM+...]` is a modality
+    combination of a multimodal card (tasks/multimodal/combinations.py)."""
+    if "[" in str(name_or_path) and Path(name_or_path).suffix not in (".yaml", ".yml"):
+        from tasks.multimodal.combinations import combination_spec
+
+        return combination_spec(str(name_or_path), load_dataset_spec)
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         path = paths.dataset_cards_dir() / f"{name_or_path}.yaml"
@@ -209,7 +214,8 @@ def load_budgets() -> dict[str, Budget]:
         try:
             budgets[name] = Budget(name=name, **fields)
         except ValidationError as exc:
-            raise UserError(describe_validation_error(path, exc).replace(": field '", f": budget '{name}' field '", 1)) from None
+            sentence = describe_validation_error(path, exc)
+            raise UserError(sentence.replace(": field '", f": budget '{name}' field '", 1)) from None
     return budgets
 
 
@@ -238,7 +244,12 @@ def load_suite(name_or_path: str | Path) -> Suite:
         raise UserError(describe_validation_error(path, exc)) from None
     load_budget(suite.budget)
     for dataset in suite.datasets:
-        if not (paths.dataset_cards_dir() / f"{dataset}.yaml").is_file():
+        card_name = dataset.split("[", 1)[0]  # `NAME[STREAMS]`: a modality combination of NAME
+        if not (paths.dataset_cards_dir() / f"{card_name}.yaml").is_file():
             known = ", ".join(_available(paths.dataset_cards_dir()))
             raise UserError(f"{path}: field 'datasets': unknown dataset '{dataset}'; known: {known}.")
+    if (suite.model_extra or {}).get("modality_combinations") is not None:
+        from tasks.multimodal.combinations import expand_datasets
+
+        suite = suite.model_copy(update={"datasets": expand_datasets(suite, load_dataset_spec)})
     return suite

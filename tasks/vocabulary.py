@@ -62,3 +62,26 @@ JOB_TAGS: dict[str, str] = {
 STATUSES = ("ok", "failed", "timeout", "memory", "skipped")
 FINISHED_STATUSES = frozenset({"ok", "skipped"})  # a resumed suite does not run these again
 RETRYABLE_STATUSES = frozenset({"failed", "timeout", "memory"})
+
+# Params on every job run. Framework params keep their suite names behind the `param.` prefix.
+JOB_PARAMS: dict[str, str] = {
+    "fold": "outer fold index",
+    "seed": "random seed",
+    "budget_time_s": "the framework's search time in seconds",
+    "budget_cores": "CPU cores granted",
+    "budget_memory_mb": "process-tree memory limit",
+    "budget_gpus": "GPUs granted",
+    "param.<name>": "each framework param as the suite gives it (`_name` ones are for the adapter)",
+}
+
+# Tags on the parent run of one suite execution (its job runs are its children).
+EXECUTION_TAGS: dict[str, str] = {
+    "suite": "suite name",
+    "execution_state": "running | finished (an unfinished execution is resumed by the next run)",
+    "budget": "budget name",
+    "team": "team tag given at run time",
+    "git_sha": "commit of the automl-eval checkout",
+    "app_version": "automl-eval version",
+    "host": "host that ran the flow",
+    "data_gate_failures": "datasets whose data gate failed, with the reason (their jobs are skipped)",
+}

@@ -8,3 +8,99 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+# ---------------------------------------------------------------- data folders never shadow libraries
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_DATA_FOLDERS = frozenset({"datasets", "mlflow"})  # hold data, never code
+
+
+class _DataFoldersAreNotPackages:
+    """Path-entry finder for the project root that never offers datasets/ or mlflow/ as packages.
+
+    `python -m pytest` puts the project root on sys.path, and Python would then import a folder
+    without __init__.py as an empty namespace package when no library of that name is installed
+    (or hide a missing one). Every other name is resolved by the root's usual finder.
+    """
+
+    def __init__(self, inner) -> None:  # noqa: ANN001 - importlib's FileFinder
+        self._inner = inner
+
+    def find_spec(self, fullname: str, target=None):  # noqa: ANN001, ANN201
+        if fullname in _DATA_FOLDERS:
+            return None
+        return self._inner.find_spec(fullname, target)
+
+    def invalidate_caches(self) -> None:
+        self._inner.invalidate_caches()
+
+
+def _guard_project_root() -> None:
+    for entry in {os.getcwd(), *sys.path}:
+        if not entry or Path(entry).resolve() != PROJECT_ROOT:
+            continue
+        for hook in sys.path_hooks:
+            try:
+                finder = hook(entry)
+            except ImportError:
+                continue
+            sys.path_importer_cache[entry] = _DataFoldersAreNotPackages(finder)
+            break
+
+
+_guard_project_root()
+
+
+# ---------------------------------------------------------------- the dataset catalog, built once
+
+
+@pytest.fixture(scope="session")
+def built_catalog() -> Path:
+    """datasets/ with every card's file and saved folds; builds what is missing, once per session.
+
+    Materializes from the packages only (no DVC pull, no pin check), writing a file only when its
+    bytes change, so a test session never disturbs a pinned or pulled datasets/.
+    """
+    from tasks.data.build import build
+    from tasks.data.folds import folds_path
+    from tasks.specs import list_dataset_specs
+
+    missing = [s.name for s in list_dataset_specs() if not (s.path.is_file() and folds_path(s).is_file())]
+    if missing:
+        report = build(missing, use_dvc=False)
+        if report.errors:
+            pytest.fail("cannot build the dataset catalog: " + "; ".join(report.errors))
+    from tasks import paths
+
+    return paths.datasets_dir()
+
+
+@pytest.fixture
+def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_catalog: Path):
+    """A scratch project (AUTOML_EVAL_HOME) holding copies of chosen cards and their data.
+
+    `data_home("penguins")` copies the card, its file and its saved folds, plus params.yaml and
+    .dvcignore; tests then break the copy on purpose without touching the real project.
+    """
+    import shutil
+
+    (tmp_path / "specs" / "datasets").mkdir(parents=True)
+    (tmp_path / "datasets").mkdir()
+    for name in ("params.yaml", ".dvcignore"):
+        shutil.copy(PROJECT_ROOT / name, tmp_path / name)
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path))
+
+    def copy(*names: str) -> Path:
+        for name in names:
+            shutil.copy(PROJECT_ROOT / "specs" / "datasets" / f"{name}.yaml", tmp_path / "specs" / "datasets")
+            for suffix in (".csv", ".folds.csv"):
+                shutil.copy(built_catalog / f"{name}{suffix}", tmp_path / "datasets")
+        return tmp_path
+
+    return copy

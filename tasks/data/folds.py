@@ -1,13 +1,73 @@
-"""Fixed, saved outer folds. (Interim: the data work replaces the body, keeps the API.)"""
+"""Fixed, saved outer folds: every framework in every run sees the same train/test rows.
+
+Classification folds are stratified, regression folds shuffled, both from a fixed seed
+(params.yaml `folds`, or the card's own `folds`). Exact duplicate rows are kept together in one
+fold, so no row of a test part also sits in its train part (datasets such as randhie repeat rows).
+The assignment is saved next to the data, ``datasets/NAME.folds.csv``, and pinned with it by DVC.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tasks.specs import DatasetSpec
+from tasks import paths
+from tasks.errors import UserError
+from tasks.specs import DatasetSpec, read_yaml
+
+FOLD_COLUMN = "fold"
+
+
+@dataclass(frozen=True)
+class FoldSettings:
+    k: int
+    seed: int
+
+
+def fold_settings(spec: DatasetSpec | None = None) -> FoldSettings:
+    """K and seed from params.yaml; a card's `folds: K` overrides K for that dataset."""
+    params_file = paths.project_root() / "params.yaml"
+    params = read_yaml(params_file) if params_file.is_file() else {}
+    folds = (params or {}).get("folds", {}) or {}
+    k, seed = folds.get("k", 10), folds.get("seed", 0)
+    card_k = (spec.model_extra or {}).get("folds") if spec is not None else None
+    if card_k is not None:
+        k = card_k
+    for field, value in (("k", k), ("seed", seed)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (2 if field == "k" else 0):
+            where = spec.card_path if card_k is not None and field == "k" and spec else params_file
+            raise UserError(f"{where}: field 'folds.{field}' must be an integer (k >= 2), not {value!r}.")
+    return FoldSettings(k=k, seed=seed)
+
+
+def row_groups(frame: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
+    """Group id per row: identical rows share one id, numbered by first appearance.
+
+    Identity and bookkeeping columns (roles id, ignore) are left out: a row number must not make
+    two otherwise identical rows look different.
+    """
+    compared = [c for c in frame.columns if spec.columns.get(c) not in ("id", "ignore")]
+    hashed = pd.util.hash_pandas_object(frame[compared], index=False)
+    return pd.factorize(hashed)[0]
+
+
+def assign_folds(frame: pd.DataFrame, spec: DatasetSpec, settings: FoldSettings) -> np.ndarray:
+    """Fold index (0..k-1) per row: shuffled groups dealt round-robin, class by class when classifying."""
+    groups = row_groups(frame, spec)
+    n_groups = int(groups.max()) + 1 if len(groups) else 0
+    order = np.random.default_rng(settings.seed).permutation(n_groups)
+    if spec.problem_type != "regression":
+        first_row = np.unique(groups, return_index=True)[1]
+        label_codes = pd.factorize(frame[spec.target].iloc[first_row].astype(str), sort=True)[0]
+        # Within each class the order stays random; dealing class after class round-robin gives
+        # every fold the class proportions of the whole (stratification).
+        order = order[np.argsort(label_codes[order], kind="stable")]
+    fold_of_group = np.empty(n_groups, dtype=np.int64)
+    fold_of_group[order] = np.arange(n_groups) % settings.k
+    return fold_of_group[groups]
 
 
 def folds_path(spec: DatasetSpec) -> Path:
@@ -15,11 +75,34 @@ def folds_path(spec: DatasetSpec) -> Path:
     return spec.path.with_name(f"{spec.name}.folds.csv")
 
 
+def folds_csv_bytes(assignment: np.ndarray) -> bytes:
+    return (FOLD_COLUMN + "\n" + "".join(f"{int(f)}\n" for f in assignment)).encode("ascii")
+
+
 def load_folds(spec: DatasetSpec) -> np.ndarray:
-    return pd.read_csv(folds_path(spec))["fold"].to_numpy()
+    path = folds_path(spec)
+    if not path.is_file():
+        raise UserError(
+            f"{path}: saved folds of dataset '{spec.name}' are missing; run `automl-eval datasets build`."
+        )
+    try:
+        assignment = pd.read_csv(path)[FOLD_COLUMN]
+    except (KeyError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        raise UserError(
+            f"{path}: not a folds file (one column '{FOLD_COLUMN}'); rebuild it with "
+            "`automl-eval datasets build`."
+        ) from None
+    if not pd.api.types.is_integer_dtype(assignment):
+        raise UserError(f"{path}: column '{FOLD_COLUMN}' must hold integers; rebuild it.")
+    return assignment.to_numpy()
 
 
 def split(spec: DatasetSpec, fold: int) -> tuple[np.ndarray, np.ndarray]:
     """Row positions (train, test) of outer fold `fold`."""
     assignment = load_folds(spec)
+    if fold not in set(np.unique(assignment).tolist()):
+        raise UserError(
+            f"dataset '{spec.name}' has folds 0..{int(assignment.max())} in {folds_path(spec)}; "
+            f"fold {fold} does not exist."
+        )
     return np.flatnonzero(assignment != fold), np.flatnonzero(assignment == fold)

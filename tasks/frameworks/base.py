@@ -64,8 +64,13 @@ class FrameworkAdapter(ABC):
     package: ClassVar[str]  # distribution name, for the version and the install hint
     install_hint: ClassVar[str]
     problem_types: ClassVar[frozenset[str]] = frozenset({"binary", "multiclass", "regression"})
-    modalities: ClassVar[frozenset[str]] = frozenset({"tabular"})
+    # A multimodal dataset reaches frameworks as its aligned, windowed table (tasks/align.py), so
+    # whatever reads tabular data reads it too.
+    modalities: ClassVar[frozenset[str]] = frozenset({"tabular", "multimodal"})
     uses_gpu: ClassVar[bool] = False  # can make use of a GPU when the budget grants one
+    # Extra seconds the watchdog allows on top of the budget for a start-up outside the search
+    # (H2O's JVM); see tasks/jobs.py for the grace every job gets.
+    startup_grace_s: ClassVar[float] = 0.0
 
     def version(self) -> str | None:
         """Installed version, or None when the framework is not installed."""
@@ -75,6 +80,20 @@ class FrameworkAdapter(ABC):
             return metadata.version(self.package)
         except metadata.PackageNotFoundError:
             return None
+
+    def unavailable_reason(self) -> str | None:
+        """One sentence saying why this framework cannot run here (not installed, no Java), or None."""
+        if self.version() is None:
+            return f"framework '{self.name}' is not installed; install it with: {self.install_hint}"
+        return None
+
+    def start(self, budget: Budget, workdir: Path) -> None:
+        """Start what fit needs outside the search (a server, a JVM); timed apart from fit."""
+        return None
+
+    def stop(self) -> None:
+        """Stop what start started; the worker calls it at the end, whatever happened."""
+        return None
 
     def variant_params(self, variant: str) -> dict[str, Any]:
         """Params implied by `name:variant` in a suite (e.g. AutoGluon presets)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from tasks.errors import UserError
 from tasks.specs import FrameworkRef, Suite, load_budget, read_yaml
@@ -16,9 +17,9 @@ def test_framework_variant_parses() -> None:
     assert FrameworkRef.parse({"name": "h2o", "params": {"_x": 1}}).params == {"_x": 1}
 
 
-def test_suite_rejects_unknown_field() -> None:
-    with pytest.raises(Exception):
-        Suite(name="s", datasets=["a"], frameworks=["constant"], flods=2)  # type: ignore[call-arg]
+def test_framework_ref_rejects_unknown_field() -> None:
+    with pytest.raises(ValidationError, match="paramz"):
+        Suite(name="s", datasets=["a"], frameworks=[{"name": "constant", "paramz": {}}])
 
 
 def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:

@@ -1,0 +1,65 @@
+"""Benchmark: `automl-eval report` over 5,000 synthetic job runs in a fresh sqlite MLflow store.
+
+Prints the seconds to read the runs from MLflow and to build the whole report (tables, statistics,
+every figure), the figure the README quotes. Target: <= 20 s on a 2-core machine.
+Run: `python -m bench.bench_report` from the project root (part of `make bench`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from bench.synthetic_runs import SyntheticSuite, synthetic_jobs, write_execution
+
+DATASETS, FRAMEWORKS, FOLDS, SEEDS = 20, 10, 5, 5  # 20 x 10 x 5 x 5 = 5,000 job runs
+
+
+def main() -> dict[str, float]:
+    strengths = {"constant": 0.0, **{f"framework{i:02d}": 0.2 * i for i in range(1, FRAMEWORKS)}}
+    spec = SyntheticSuite(
+        suite="bench",
+        datasets=DATASETS,
+        strengths=strengths,
+        folds=FOLDS,
+        seeds=tuple(range(SEEDS)),
+        fail=[("ds03_binary", "framework05")],
+    )
+    jobs = synthetic_jobs(spec)
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
+        uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
+        started = time.perf_counter()
+        execution_id = write_execution(uri, jobs, suite="bench", bulk=True)
+        fill_s = time.perf_counter() - started
+
+        from tasks.report.build import build_report
+        from tasks.tracking import read
+
+        started, cpu_started = time.perf_counter(), time.process_time()
+        runs = read.job_runs(execution_id=execution_id, uri=uri)
+        read_s = time.perf_counter() - started
+        report = build_report(runs, Path(tmp) / "report", title="bench")
+        build_s = time.perf_counter() - started - read_s
+        read.log_folder(execution_id, report.folder, uri=uri)
+        total_s = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu_started
+    figures = {
+        "runs": float(len(runs)),
+        "fill_store_s": fill_s,
+        "read_runs_s": read_s,
+        "build_report_s": build_s,
+        "report_total_s": total_s,
+        "report_cpu_s": cpu_s,
+    }
+    print(
+        f"report over {len(runs)} job runs (sqlite MLflow store): read {read_s:.1f} s"
+        f" + build {build_s:.1f} s"
+        f" + log artifacts = {total_s:.1f} s total, {cpu_s:.1f} s CPU (target <= 20 s);"
+        f" store filled in {fill_s:.1f} s"
+    )
+    return figures
+
+
+if __name__ == "__main__":
+    main()

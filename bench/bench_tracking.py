@@ -1,0 +1,129 @@
+"""Benchmark: MLflow logging time per job (params, tags, metrics, predictions, pyfunc model).
+
+Logs job folders into a fresh embedded store (sqlite + local artifacts) in a scratch directory, the
+way a suite run records each job: first 20 synthetic folders (a constant model on a small frame),
+then, when the project's runs/ holds finished jobs (after `make demo`), copies of up to 2 per
+framework, whose models are the real AutoGluon/H2O/FLAML/sklearn folders.
+Run: `python -m bench.bench_tracking` from the project root (part of `make bench`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SYNTHETIC_JOBS = 20
+REAL_PER_FRAMEWORK = 2
+
+
+def _synthetic_folder(job_dir: Path, fold: int, execution: object) -> None:
+    import numpy as np
+    import pandas as pd
+
+    from tasks.frameworks.base import TaskInfo
+    from tasks.frameworks.constant import ADAPTER as CONSTANT
+    from tasks.frameworks.registry import write_model_identity
+    from tasks.plan import Job
+    from tasks.results import MODEL_DIR, PREDICTIONS_FILE, JobResult
+    from tasks.specs import Budget
+    from tasks.tracking.log import mark_result_final, write_pending
+
+    budget = Budget(name="bench", time_s=60, cores=1, memory_mb=4096)
+    job = Job("bench", "synthetic", "0" * 32, "constant", None, fold, 0, budget, {"max_depth": 3})
+    rng = np.random.default_rng(fold)
+    X = pd.DataFrame({f"x{i}": rng.normal(size=300) for i in range(10)})
+    y = pd.Series(rng.choice(["a", "b", "c"], size=300))
+    task = TaskInfo("multiclass", "y", "logloss", {c: "numeric" for c in X}, ("a", "b", "c"))
+    write_pending(job_dir, execution, job, problem_type="multiclass", metric="logloss")  # type: ignore[arg-type]
+    model = CONSTANT.fit(X, y, task=task, budget=budget, params={}, workdir=job_dir, seed=0)
+    model.save(job_dir / MODEL_DIR)
+    write_model_identity(job_dir / MODEL_DIR, CONSTANT, task)
+    table = pd.DataFrame({"row": range(300), "truth": y, "prediction": model.predict(X)})
+    for label, column in model.predict_proba(X).items():
+        table[f"proba_{label}"] = column.to_numpy()
+    table.to_csv(job_dir / PREDICTIONS_FILE, index=False)
+    scores = {"logloss": 1.1, "acc": 0.34, "balacc": 0.33, "macro_f1": 0.17, "result": -1.1}
+    costs = {"fit_s": 0.01, "predict_s": 0.01, "latency_p50_ms": 1.0, "latency_p99_ms": 2.0,
+             "throughput_rows_s": 1e5, "model_size_mb": 0.01, "models_count": 1, "duration_s": 2.0,
+             "overhead_s": 1.9, "peak_rss_mb": 300.0, "cpu_s": 1.5, "train_rows": 300, "test_rows": 300}
+    JobResult(job.key, "ok", framework_version=CONSTANT.version() or "", scores=scores, costs=costs,
+              host={"host": "bench", "cpu_model": "bench", "gpu_model": "none"}).save(job_dir)
+    mark_result_final(job_dir)
+
+
+def _real_folders(limit_per_framework: int) -> dict[str, list[Path]]:
+    found: dict[str, list[Path]] = {}
+    for record_path in sorted((PROJECT_ROOT / "runs").glob("*/*/tracking.json")):
+        job_dir = record_path.parent
+        try:
+            record = json.loads(record_path.read_text())
+            status = json.loads((job_dir / "result.json").read_text())["status"]
+        except (OSError, KeyError, json.JSONDecodeError):
+            continue
+        if status != "ok" or not (job_dir / "model").is_dir():
+            continue
+        framework = record["job"]["framework"]
+        if len(found.setdefault(framework, [])) < limit_per_framework:
+            found[framework].append(job_dir)
+    return found
+
+
+def _summary(seconds: list[float]) -> str:
+    return f"median {statistics.median(seconds):.3f} s, max {max(seconds):.3f} s (n={len(seconds)})"
+
+
+def main() -> dict[str, float]:
+    figures: dict[str, float] = {}
+    real = _real_folders(REAL_PER_FRAMEWORK)
+    with tempfile.TemporaryDirectory(prefix="bench-tracking-") as tmp:
+        home = Path(tmp)
+        (home / "specs").mkdir()
+        os.environ["AUTOML_EVAL_HOME"] = str(home)
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        started = time.perf_counter()
+        from tasks.tracking import log as tracking
+
+        figures["import_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        execution = tracking.start_execution("bench")
+        figures["first_execution_s"] = time.perf_counter() - started  # includes creating the schema
+
+        synthetic = []
+        for fold in range(SYNTHETIC_JOBS):
+            job_dir = home / "runs" / "bench" / f"synthetic{fold}"
+            _synthetic_folder(job_dir, fold, execution)
+            synthetic.append(tracking.log_job_dir(job_dir).log_s)
+        print(f"MLflow logging per job, synthetic constant model: {_summary(synthetic)} "
+              f"(first one includes MLflow's lazy imports: {synthetic[0]:.3f} s)")
+        figures["log_s_median"] = statistics.median(synthetic[1:])
+        figures["log_s_max"] = max(synthetic[1:])
+
+        for framework, job_dirs in sorted(real.items()):
+            seconds = []
+            for index, source in enumerate(job_dirs):
+                copy = home / "runs" / "real" / f"{framework}{index}"
+                shutil.copytree(source, copy)
+                record = json.loads((copy / "tracking.json").read_text())
+                record.update(execution=execution.__dict__, run_id=None, result_final=True)
+                (copy / "tracking.json").write_text(json.dumps(record))
+                seconds.append(tracking.log_job_dir(copy).log_s)
+            size_mb = sum(p.stat().st_size for p in (job_dirs[0] / "model").rglob("*") if p.is_file()) / 2**20
+            print(f"MLflow logging per job, {framework} (model {size_mb:.1f} MB): {_summary(seconds)}")
+            figures[f"log_s_{framework}"] = statistics.median(seconds)
+        if not real:
+            print("No finished jobs in runs/ yet: run `make demo` to time logging of real framework models.")
+        tracking.finish_execution(execution)
+    print(f"import of the tracking module (mlflow): {figures['import_s']:.2f} s, once per run; "
+          f"first execution in a new store: {figures['first_execution_s']:.2f} s")
+    return figures
+
+
+if __name__ == "__main__":
+    main()

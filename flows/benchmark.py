@@ -1,0 +1,384 @@
+"""The one flow every entry point runs: benchmark(suite, ...).
+
+plan -> data gate per dataset (align first for multimodal cards) -> jobs, as many at once as the
+cores allow -> each job recorded as a child run of this execution -> leaderboard and summary as
+Prefect artifacts. Thin wiring only: the work is in tasks/.
+
+Executions (see the README's tracking section): `execution="auto"` resumes the latest execution of
+the suite if it did not finish, else starts a fresh one; `"new"` always starts a fresh one; any
+other value names an execution (its parent run id) to resume. A job whose key is already recorded
+as finished (ok or skipped) in that execution is not run again. `retry_failed=True` re-runs exactly
+the failed, timeout and memory jobs of the latest execution, replacing their records.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from flows.dispatch import JobContext, execute_jobs, job_dir_for, notify_planned, record_skipped_job
+from tasks.errors import UserError
+from tasks.plan import Job, make_jobs
+from tasks.results import JobResult
+from tasks.specs import Budget, DatasetSpec, FrameworkRef, Suite, load_budget, load_dataset_spec, load_suite
+from tasks.vocabulary import FINISHED_STATUSES, RETRYABLE_STATUSES
+
+logger = logging.getLogger("automl_eval.benchmark")
+
+
+# ---------------------------------------------------------------- the plan (no Prefect, no MLflow)
+
+
+@dataclass(frozen=True)
+class Plan:
+    suite: Suite
+    datasets: list[DatasetSpec]
+    frameworks: list[FrameworkRef]
+    folds: int
+    budget: Budget
+
+    def selection(self) -> dict[str, Any]:
+        """What an execution records so that a resume or retry re-plans the same jobs."""
+        return {
+            "datasets": [spec.name for spec in self.datasets],
+            "frameworks": [ref.model_dump(exclude_defaults=True) for ref in self.frameworks],
+            "folds": self.folds,
+            "budget": self.budget.name,
+        }
+
+
+def _pick_frameworks(suite: Suite, names: list[str] | None) -> list[FrameworkRef]:
+    if not names:
+        return list(suite.frameworks)
+    picked = []
+    for name in names:
+        from_suite = [ref for ref in suite.frameworks if name in (ref.id, ref.name)]
+        picked.extend(from_suite or [FrameworkRef.parse(name)])
+    unique: list[FrameworkRef] = []
+    for ref in picked:  # keep order, drop repeats
+        if ref not in unique:
+            unique.append(ref)
+    return unique
+
+
+def _check_frameworks(refs: list[FrameworkRef]) -> None:
+    """Unknown or unusable frameworks stop the run before anything starts, with one sentence."""
+    from tasks.frameworks.registry import get_adapter
+
+    for ref in refs:
+        try:
+            adapter = get_adapter(ref.name)
+        except UserError:
+            raise
+        except (KeyError, LookupError, ValueError) as exc:
+            raise UserError(f"unknown framework '{ref.name}': {exc}") from None
+        reason = adapter.unavailable_reason()
+        if reason:
+            raise UserError(reason)
+        if ref.variant:
+            try:
+                adapter.variant_params(ref.variant)
+            except ValueError as exc:
+                raise UserError(f"{exc}; check the framework entries of the suite.") from None
+
+
+def resolve_plan(
+    suite: str,
+    frameworks: list[str] | list[dict[str, Any]] | None = None,
+    datasets: list[str] | None = None,
+    folds: int | None = None,
+    budget: str | None = None,
+) -> Plan:
+    """The suite with the caller's narrowing applied; every bad name is a UserError."""
+    loaded = load_suite(suite)
+    if frameworks and isinstance(frameworks[0], dict):
+        refs = [FrameworkRef(**entry) for entry in frameworks]  # as recorded by an execution
+    else:
+        refs = _pick_frameworks(loaded, frameworks)  # type: ignore[arg-type]
+    _check_frameworks(refs)
+    specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]
+    if folds is not None and folds < 1:
+        raise UserError(f"--folds must be at least 1, not {folds}.")
+    return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget))
+
+
+def plan_jobs(plan: Plan, versions: dict[str, str]) -> list[Job]:
+    return make_jobs(plan.suite.name, versions, plan.frameworks, plan.folds, plan.suite.seeds, plan.budget)
+
+
+# ---------------------------------------------------------------- data: align, version, gate
+
+
+def data_version(spec: DatasetSpec) -> str:
+    """The DVC md5 of the dataset's file, or "missing" (the gate then says why in one sentence)."""
+    from tasks.data.versions import data_version as dvc_version
+
+    try:
+        return dvc_version(spec)
+    except (UserError, FileNotFoundError):
+        return "missing"
+
+
+@task(name="align-dataset", cache_policy=NO_CACHE)
+def align_dataset(name: str) -> list[str]:
+    """Multimodal cards: put the streams on one clock first; returns why alignment failed, if it did."""
+    from tasks.align import align_dataset as align
+
+    return list(align(load_dataset_spec(name)).failures)
+
+
+@task(name="validate-dataset", cache_policy=NO_CACHE)
+def validate_dataset(name: str) -> dict[str, Any]:
+    """The data gate; returns ok, why not, and the data version the jobs are keyed by."""
+    spec = load_dataset_spec(name)
+    try:
+        if spec.modality == "multimodal" and importlib.util.find_spec("tasks.align") is not None:
+            misaligned = align_dataset(name)
+            if misaligned:
+                return {"ok": False, "reason": "alignment: " + "; ".join(misaligned), "version": "missing"}
+        from tasks.data.validate import validate_dataset as gate
+
+        outcome = gate(spec)
+    except UserError as exc:
+        return {"ok": False, "reason": str(exc), "version": data_version(spec)}
+    reason = "; ".join(outcome.failures)[:2000]
+    return {"ok": bool(outcome.ok), "reason": reason, "version": data_version(spec)}
+
+
+# ---------------------------------------------------------------- leaderboard and summary
+
+
+@dataclass
+class Record:
+    """One job of the execution as the leaderboard needs it."""
+
+    job: Job
+    result: JobResult
+    metric: str
+
+
+@dataclass
+class LeaderboardRow:
+    dataset: str
+    framework: str
+    metric: str
+    result_mean: float | None
+    result_std: float | None
+    fit_s: float | None
+    latency_p99_ms: float | None
+    peak_rss_mb: float | None
+    ok: int
+    failures: int
+    failure_statuses: list[str] = field(default_factory=list)
+
+    def as_table_row(self) -> dict[str, Any]:
+        def fmt(value: float | None, digits: int = 4) -> str:
+            return "" if value is None else f"{value:.{digits}f}"
+
+        return {
+            "dataset": self.dataset,
+            "framework": self.framework,
+            "result": fmt(self.result_mean),
+            "± std": fmt(self.result_std),
+            "metric": self.metric,
+            "fit_s": fmt(self.fit_s, 1),
+            "p99 latency ms": fmt(self.latency_p99_ms, 2),
+            "peak RSS MB": fmt(self.peak_rss_mb, 0),
+            "failures": f"{self.failures} ({', '.join(self.failure_statuses)})" if self.failures else "0",
+        }
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def leaderboard(records: list[Record]) -> list[LeaderboardRow]:
+    """Per dataset, frameworks by mean `result` (higher is better); no result sorts last."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for record in records:
+        groups.setdefault((record.job.dataset, record.job.framework_id), []).append(record)
+    rows = []
+    for (dataset, framework), members in groups.items():
+        ok = [m.result for m in members if m.result.status == "ok" and "result" in m.result.scores]
+        results = [r.scores["result"] for r in ok]
+        failed = [m.result.status for m in members if m.result.status != "ok"]
+        rows.append(LeaderboardRow(
+            dataset=dataset,
+            framework=framework,
+            metric=members[0].metric,
+            result_mean=_mean(results),
+            result_std=statistics.stdev(results) if len(results) > 1 else (0.0 if results else None),
+            fit_s=_mean([r.costs["fit_s"] for r in ok if "fit_s" in r.costs]),
+            latency_p99_ms=_mean([r.costs["latency_p99_ms"] for r in ok if "latency_p99_ms" in r.costs]),
+            peak_rss_mb=max((r.costs["peak_rss_mb"] for r in ok if "peak_rss_mb" in r.costs), default=None),
+            ok=len(ok),
+            failures=len(failed),
+            failure_statuses=sorted(set(failed)),
+        ))
+    return sorted(rows, key=lambda row: (row.dataset, row.result_mean is None, -(row.result_mean or 0.0)))
+
+
+def summary_markdown(suite: str, execution_id: str, rows: list[LeaderboardRow], counts: dict[str, int],
+                     gate_failures: dict[str, str]) -> str:
+    lines = [f"# {suite}: execution `{execution_id}`", ""]
+    lines.append("Jobs: " + ", ".join(f"{status} {count}" for status, count in sorted(counts.items())))
+    if gate_failures:
+        lines += ["", "Datasets skipped by the data gate:"]
+        lines += [f"- **{name}**: {why}" for name, why in sorted(gate_failures.items())]
+    table = [row.as_table_row() for row in rows]
+    if table:
+        headers = list(table[0])
+        lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(str(row[h]) for h in headers) + " |" for row in table]
+    return "\n".join(lines) + "\n"
+
+
+def _artifact_key(suite: str, kind: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() else "-" for ch in suite.lower()).strip("-")
+    return f"{kind}-{cleaned or 'suite'}"
+
+
+# ---------------------------------------------------------------- executions
+
+
+def check_execution_choice(suite: str, execution: str = "auto", retry_failed: bool = False) -> None:
+    """Before anything runs: the execution to resume or retry must exist (one sentence if not)."""
+    from tasks.tracking import log as tracking
+
+    name = load_suite(suite).name
+    if retry_failed and tracking.latest_execution(name) is None:
+        raise UserError(f"suite '{name}' has no execution to retry; run it first.")
+    if execution not in ("auto", "new") and not tracking.is_execution_of(execution, name):
+        raise UserError(f"no execution '{execution}' of suite '{name}'; "
+                        f"its id is the parent run id shown by `automl-eval run {name}`.")
+
+
+def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool, team: str):  # noqa: ANN202
+    from tasks.tracking import log as tracking
+
+    if retry_failed:
+        latest = tracking.latest_execution(suite)
+        if latest is None:
+            raise UserError(f"suite '{suite}' has no execution to retry; run it first.")
+        return tracking.open_execution(latest)
+    if execution not in ("auto", "new"):
+        check_execution_choice(suite, execution)
+        return tracking.open_execution(execution)
+    if execution == "auto":
+        unfinished = tracking.latest_execution(suite, unfinished_only=True)
+        if unfinished is not None:
+            return tracking.open_execution(unfinished)
+    return tracking.start_execution(suite, team=team, selection=plan.selection(), budget=plan.budget.name)
+
+
+@flow(name="benchmark", flow_run_name="{suite}", log_prints=True)
+def benchmark(
+    suite: str,
+    frameworks: list[str] | None = None,
+    datasets: list[str] | None = None,
+    folds: int | None = None,
+    budget: str | None = None,
+    team: str | None = None,
+    execution: str = "auto",
+    retry_failed: bool = False,
+    parallel: int | None = None,
+) -> dict[str, Any]:
+    """Run a suite (narrowed by the other arguments), record every job in MLflow, publish the leaderboard.
+
+    execution: "auto" (resume the latest unfinished execution, else start one), "new", or an
+    execution id to resume. retry_failed: re-run the failed/timeout/memory jobs of the latest execution.
+    """
+    from tasks.tracking import log as tracking
+
+    try:
+        tracking.sync_pending()  # results that finished but were never logged go in first
+    except Exception as exc:
+        logger.warning("some finished jobs could not be logged yet (%s); `automl-eval sync` retries.", exc)
+
+    plan = resolve_plan(suite, frameworks, datasets, folds, budget)
+    chosen = _choose_execution(suite, plan, execution, retry_failed, team or "")
+    narrowed = any(v is not None for v in (frameworks, datasets, folds, budget))
+    recorded_selection = tracking.execution_selection(chosen.execution_id)
+    if recorded_selection and not narrowed:
+        # A resumed execution plans the jobs it was started with, whatever the suite says now.
+        plan = resolve_plan(suite, recorded_selection.get("frameworks"), recorded_selection.get("datasets"),
+                            recorded_selection.get("folds"), recorded_selection.get("budget"))
+    # A narrowed run of a resumed execution covers only part of it: the execution stays unfinished.
+    covers_execution = not recorded_selection or plan.selection() == recorded_selection
+
+    gates = {spec.name: validate_dataset(spec.name) for spec in plan.datasets}
+    versions = {name: gate["version"] for name, gate in gates.items()}
+    gate_failures = {
+        name: gate["reason"] or "data gate failed" for name, gate in gates.items() if not gate["ok"]
+    }
+    jobs = plan_jobs(plan, versions)
+    specs = {spec.name: spec for spec in plan.datasets}
+    contexts = {
+        job.key: JobContext(execution=chosen.__dict__, problem_type=specs[job.dataset].problem_type,
+                            metric=str(specs[job.dataset].metric))
+        for job in jobs
+    }
+
+    recorded_jobs = tracking.recorded_jobs(chosen.execution_id)
+    if retry_failed:
+        to_run = [job for job in jobs if recorded_jobs.get(job.key) and
+                  recorded_jobs[job.key].status in RETRYABLE_STATUSES]
+    else:
+        to_run = [job for job in jobs if job.key not in recorded_jobs
+                  or recorded_jobs[job.key].status not in FINISHED_STATUSES]
+    runnable = [job for job in to_run if job.dataset not in gate_failures]
+    notify_planned(len(to_run))
+    for job in to_run:
+        if job.dataset in gate_failures:
+            record_skipped_job(job, contexts[job.key], f"data gate failed: {gate_failures[job.dataset]}")
+    print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
+          f"execution {chosen.execution_id}")
+    try:
+        with tracking.system_metrics(chosen):
+            execute_jobs(runnable, contexts, parallel=parallel)
+    except BaseException:
+        tracking.mark_unfinished(chosen)
+        raise
+
+    # The record is the truth (job folders may be on other machines); a job not logged yet is read
+    # from its folder here, so the leaderboard still shows it.
+    recorded = tracking.recorded_results(chosen.execution_id)
+    records = []
+    for job in jobs:
+        job_dir = job_dir_for(job)
+        if job.key in recorded:
+            records.append(Record(job, recorded[job.key], contexts[job.key].metric))
+        elif (job_dir / "result.json").is_file():
+            records.append(Record(job, JobResult.load(job_dir), contexts[job.key].metric))
+    rows = leaderboard(records)
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.result.status] = counts.get(record.result.status, 0) + 1
+    markdown = summary_markdown(plan.suite.name, chosen.execution_id, rows, counts, gate_failures)
+    create_table_artifact(key=_artifact_key(plan.suite.name, "leaderboard"),
+                          table=[row.as_table_row() for row in rows],
+                          description=f"Leaderboard of {plan.suite.name}, execution {chosen.execution_id}")
+    create_markdown_artifact(key=_artifact_key(plan.suite.name, "summary"), markdown=markdown,
+                             description=f"Summary of {plan.suite.name}")
+    if covers_execution:
+        tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures)
+    else:
+        tracking.mark_unfinished(chosen)
+    return {
+        "suite": plan.suite.name,
+        "execution_id": chosen.execution_id,
+        "planned": len(jobs),
+        "ran": len(runnable),
+        "counts": counts,
+        "gate_failures": gate_failures,
+        "leaderboard": [row.__dict__ for row in rows],
+        "summary": markdown,
+    }
+

@@ -1,0 +1,102 @@
+"""Bring datasets/ to the pinned version: `dvc pull` when a remote has it, else materialize.
+
+The route a user expects: data already there -> nothing to do; a DVC remote holding the pinned
+data -> pull it (the team's copy wins); otherwise rebuild from the packages, byte for byte, and
+check that the result hashes to what datasets.dvc pins. Folds are (re)computed either way, so a
+changed `folds` parameter takes effect; unchanged folds keep their bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tasks import paths
+from tasks.data import materialize as materializer
+from tasks.data import pinning
+from tasks.data.versions import dir_md5, file_md5, pinned_md5, tracked_files
+from tasks.errors import UserError
+from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
+
+
+@dataclass
+class BuildReport:
+    route: str = ""  # how the data got here, in words
+    built: list[materializer.Materialized] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one sentence per dataset that could not be built
+    pinned_md5: str | None = None
+    workspace_md5: str | None = None
+    # clean | pinned now | re-pinned | new files (only additions) | differs | no dvc | not checked
+    pin_status: str = "not checked"
+    differing_files: list[str] = field(default_factory=list)
+    pull_skipped: str | None = None  # why `dvc pull` was not used
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and self.pin_status != "differs"
+
+
+def _specs(names: Iterable[str] | None) -> list[DatasetSpec]:
+    names = list(names or [])
+    return [load_dataset_spec(name) for name in names] if names else list_dataset_specs()
+
+
+def build(names: Iterable[str] | None = None, *, use_dvc: bool = True, pin: bool = False) -> BuildReport:
+    report = BuildReport()
+    specs = _specs(names)
+    datasets = paths.datasets_dir()
+    datasets.mkdir(parents=True, exist_ok=True)
+    use_dvc = use_dvc and pinning.dvc_initialised()
+    report.pinned_md5 = pinned_md5() if use_dvc else None
+
+    from_pin = False
+    if report.pinned_md5 is not None:
+        if dir_md5(datasets) == report.pinned_md5:
+            from_pin, report.route = True, "already at the version pinned in datasets.dvc"
+        else:
+            report.pull_skipped = pinning.pull()
+            from_pin = report.pull_skipped is None
+            if from_pin:
+                report.route = "pulled from the DVC remote"
+    if not from_pin:
+        report.route = "materialized from the packages that ship the data"
+
+    for spec in specs:
+        try:
+            # Pinned data is the reference: only its folds are recomputed, never its files.
+            report.built.append(
+                materializer.materialize(spec, regenerate_file=not (from_pin and spec.path.is_file()))
+            )
+        except UserError as exc:
+            report.errors.append(f"{spec.name}: {exc}")
+
+    if not use_dvc:
+        report.pin_status = "no dvc" if not pinning.dvc_initialised() else "not checked"
+        return report
+    report.workspace_md5 = dir_md5(datasets)
+    if report.pinned_md5 is None or (pin and report.workspace_md5 != report.pinned_md5):
+        report.pin_status = "pinned now" if report.pinned_md5 is None else "re-pinned"
+        report.pinned_md5 = pinning.pin()
+    elif report.workspace_md5 == report.pinned_md5:
+        report.pin_status = "clean"
+        pinning.ensure_cached()
+    else:
+        changed, added = _differences()
+        # Only new files (a user's dataset not added yet) is work in progress, not a broken pin.
+        report.pin_status = "new files" if added and not changed else "differs"
+        report.differing_files = changed + added
+    return report
+
+
+def _differences() -> tuple[list[str], list[str]]:
+    """(changed or missing pinned files, files the pin lacks) when the cache holds the pinned listing.
+
+    Without the listing nothing can be told apart: both lists are empty and the caller says "differs".
+    """
+    listing = pinning.pinned_listing()
+    if listing is None:
+        return [], []
+    present = tracked_files(paths.datasets_dir())
+    changed = [rel for rel, md5 in listing.items() if rel not in present or file_md5(present[rel]) != md5]
+    added = [rel for rel in present if rel not in listing]
+    return sorted(changed), sorted(added)

@@ -1,0 +1,94 @@
+"""Materialize datasets/ from the packages that ship the data: byte-reproducible CSVs and folds.
+
+Same package versions (requirements.lock) -> same bytes -> same DVC hash as datasets.dvc.
+Files are written only when their bytes change, through a temporary name, so an interrupted build
+never leaves half a file and an unchanged dataset keeps its timestamps (DVC re-hashes nothing).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.data import folds, load, sources
+from tasks.errors import UserError
+from tasks.specs import DatasetSpec
+
+
+@dataclass(frozen=True)
+class Materialized:
+    name: str
+    rows: int
+    columns: int
+    source: str  # the package call, or "user file"
+    written: bool  # False when the file on disk already had these exact bytes
+
+
+def canonical_csv(frame: pd.DataFrame, spec: DatasetSpec) -> bytes:
+    """Deterministic CSV: the card's column order then the target, source row order, '\\n' endings."""
+    declared = (
+        [*spec.columns, spec.target]
+        if spec.columns
+        else [*(c for c in frame.columns if c != spec.target), spec.target]
+    )
+    missing = [c for c in declared if c not in frame.columns]
+    if missing:
+        raise UserError(
+            f"{spec.card_path}: the source '{spec.source.loader}' gives no column {', '.join(missing)}; "
+            "fix the card's columns/target."
+        )
+    buffer = io.StringIO()
+    # Shortest round-trip float repr (pandas' default), fixed line ending and no index column.
+    frame[declared].to_csv(buffer, index=False, lineterminator="\n")
+    return buffer.getvalue().encode("utf-8")
+
+
+def write_if_changed(path: Path, content: bytes) -> bool:
+    if path.is_file() and path.stat().st_size == len(content) and path.read_bytes() == content:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A partial file per process (two builds at once must not share one); *.tmp is in .dvcignore.
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_bytes(content)
+    os.replace(partial, path)
+    return True
+
+
+def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materialized:
+    """Write the dataset's file (packaged sources only) and its saved folds (every dataset).
+
+    ``regenerate_file=False`` keeps a file that is already there (pulled pinned data) and only
+    recomputes its folds.
+    """
+    source = sources.get_source(spec)
+    written = False
+    if source is not None and regenerate_file:
+        frame = source(spec)
+        if frame is not None:
+            written = write_if_changed(spec.path, canonical_csv(frame, spec))
+    elif not spec.path.is_file():
+        raise UserError(
+            f"{spec.card_path}: field 'file': {spec.path} is missing and the card has no packaged "
+            "source (source.loader); put the file there or run `dvc pull`."
+        )
+    # Folds come from the file as every consumer reads it, so they always match what is loaded.
+    typed = load.load_frame(spec)
+    assignment = folds.assign_folds(typed, spec, folds.fold_settings(spec))
+    written |= write_if_changed(folds.folds_path(spec), folds.folds_csv_bytes(assignment))
+    return Materialized(
+        name=spec.name,
+        rows=len(typed),
+        columns=typed.shape[1],
+        source=(
+            "pinned data, folds recomputed"
+            if not regenerate_file
+            else spec.source.call
+            if source is not None
+            else "user file"
+        ),
+        written=written,
+    )

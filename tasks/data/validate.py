@@ -1,0 +1,369 @@
+"""The data gate: validate a dataset with Great Expectations 1.x before any framework sees it.
+
+Expectations come from the card (columns present, numeric columns numeric, no constant feature,
+target present and not null, >= 2 classes or a finite regression target, the declared row count)
+plus the card's own `expectations`. Checks GE has no expectation for are computed with pandas and
+reported the same way: every class at least as large as the number of folds, saved folds that
+match the data, and no row shared between a fold's train and test parts (leakage).
+
+Each failure is one sentence (dataset, column, expectation, observed value). The result is saved
+as JSON and as GE data docs (HTML) under reports/validation/. Great Expectations is slow to import,
+so only this module imports it, inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks import paths
+from tasks.data import folds as folds_module
+from tasks.data.load import read_typed
+from tasks.data.versions import data_version
+from tasks.errors import UserError
+from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
+
+NUMERIC_DTYPES = ["int64", "float64", "int32", "float32"]
+_FEATURE_ROLES = ("numeric", "categorical", "text")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One benchmark check computed in pandas, reported next to GE's results."""
+
+    check: str
+    success: bool
+    sentence: str = ""  # the failure sentence; empty when it passed
+    observed: Any = None
+
+
+@dataclass
+class ValidationOutcome:
+    dataset: str
+    ok: bool
+    failures: list[str] = field(default_factory=list)  # one sentence per failed expectation
+    json_path: Path | None = None
+    html_path: Path | None = None  # GE data docs index for this dataset
+    data_version: str | None = None
+    expectations: int = 0  # how many expectations and checks were evaluated
+    bad_input: bool = False  # the card or the file could not be read at all (exit code 2)
+
+
+def validation_dir() -> Path:
+    return paths.reports_dir() / "validation"
+
+
+# ------------------------------------------------------------------------ expectations from the card
+
+
+def _expectation_class(name: str) -> type | None:
+    import great_expectations as gx
+
+    camel = name if name[:1].isupper() else "".join(part.title() for part in name.split("_"))
+    candidate = getattr(gx.expectations, camel, None)
+    return candidate if isinstance(candidate, type) else None
+
+
+def card_expectations(spec: DatasetSpec, frame: pd.DataFrame) -> list[Any]:
+    """The GE expectations a card implies, then the card's own; card mistakes are UserErrors."""
+    import great_expectations as gx
+
+    expect = gx.expectations
+    suite: list[Any] = []
+    for column, role in spec.columns.items():
+        suite.append(expect.ExpectColumnToExist(column=column))
+        if column not in frame.columns:
+            continue  # the existence failure says it all; other checks on it would only echo it
+        if role == "numeric":
+            suite.append(expect.ExpectColumnValuesToBeInTypeList(column=column, type_list=NUMERIC_DTYPES))
+        if role in _FEATURE_ROLES:
+            # A constant feature carries no information and breaks some frameworks' preprocessing.
+            suite.append(expect.ExpectColumnUniqueValueCountToBeBetween(column=column, min_value=2))
+    suite.append(expect.ExpectColumnValuesToNotBeNull(column=spec.target))
+    if spec.problem_type == "regression":
+        # Finite: GE counts +/-inf as outside any finite range.
+        suite.append(
+            expect.ExpectColumnValuesToBeBetween(
+                column=spec.target, min_value=-np.finfo(float).max, max_value=np.finfo(float).max
+            )
+        )
+    else:
+        suite.append(expect.ExpectColumnUniqueValueCountToBeBetween(column=spec.target, min_value=2))
+    if spec.rows is not None:
+        suite.append(expect.ExpectTableRowCountToEqual(value=spec.rows))
+    for index, user in enumerate(spec.expectations):
+        where = f"{spec.card_path}: field 'expectations[{index}]'"
+        cls = _expectation_class(user.expectation)
+        if cls is None:
+            raise UserError(
+                f"{where}: '{user.expectation}' is not a Great Expectations expectation; use a class "
+                "name from great_expectations.expectations such as ExpectColumnValuesToBeBetween."
+            )
+        try:
+            suite.append(cls(**user.kwargs))
+        except Exception as exc:  # GE raises pydantic (v1) errors with a multi-line report
+            first = str(exc).strip().splitlines()
+            reason = (
+                " ".join(first[1:3]).strip()
+                if len(first) > 1
+                else (first[0] if first else type(exc).__name__)
+            )
+            raise UserError(
+                f"{where}: invalid kwargs for {cls.__name__} ({reason}); fix them in the card."
+            ) from None
+    return suite
+
+
+# ------------------------------------------------------------------------ benchmark checks (pandas)
+
+
+def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    name = spec.name
+    extra = [c for c in frame.columns if c != spec.target and c not in spec.columns]
+    if spec.columns:
+        results.append(
+            CheckResult(
+                "columns_declared",
+                not extra,
+                f"{name}: columns {', '.join(map(str, extra))} are in {spec.file} but not in the card; "
+                "give each a role (numeric, categorical, text, id or ignore)."
+                if extra
+                else "",
+                extra,
+            )
+        )
+    k = folds_module.fold_settings(spec).k
+    if spec.problem_type != "regression":
+        counts = frame[spec.target].value_counts(dropna=True)
+        small = counts[counts < k]
+        results.append(
+            CheckResult(
+                "classes_at_least_folds",
+                small.empty,
+                f"{name}: target '{spec.target}' class "
+                + ", ".join(f"'{label}' has {count} rows" for label, count in small.items())
+                + f", fewer than the {k} folds; drop the class or lower `folds` in the card."
+                if not small.empty
+                else "",
+                {str(label): int(count) for label, count in counts.items()},
+            )
+        )
+    results.extend(_fold_checks(spec, frame, k))
+    return results
+
+
+def _fold_checks(spec: DatasetSpec, frame: pd.DataFrame, k: int) -> list[CheckResult]:
+    name, path = spec.name, folds_module.folds_path(spec)
+    try:
+        assignment = folds_module.load_folds(spec)
+    except UserError as exc:
+        return [CheckResult("folds_match_data", False, f"{name}: {exc}")]
+    if len(assignment) != len(frame):
+        return [
+            CheckResult(
+                "folds_match_data",
+                False,
+                f"{name}: {path.name} assigns {len(assignment)} rows but {spec.file} has {len(frame)}; "
+                "rebuild the folds with `automl-eval datasets build`.",
+                len(assignment),
+            )
+        ]
+    observed_folds = sorted(set(np.unique(assignment).tolist()))
+    folds_ok = observed_folds == list(range(k))
+    results = [
+        CheckResult(
+            "folds_match_data",
+            folds_ok,
+            ""
+            if folds_ok
+            else f"{name}: {path.name} holds folds {observed_folds}, expected 0..{k - 1}; "
+            "rebuild the folds with `automl-eval datasets build`.",
+            observed_folds,
+        )
+    ]
+    groups = folds_module.row_groups(frame, spec)
+    leaks: dict[int, int] = {}
+    example: int | None = None
+    for fold in observed_folds:
+        in_test = assignment == fold
+        shared = np.isin(groups[in_test], groups[~in_test])
+        if shared.any():
+            leaks[fold] = int(shared.sum())
+            if example is None:
+                example = int(np.flatnonzero(in_test)[shared][0])
+    sentence = ""
+    if leaks:
+        listed = ", ".join(f"fold {fold}: {count}" for fold, count in leaks.items())
+        sentence = (
+            f"{name}: duplicate rows shared between a fold's train and test part ({listed} test rows; "
+            f"first at data row {example + 1}) leak the answer; rebuild the folds or drop the duplicates."
+        )
+    results.append(CheckResult("no_train_test_duplicates", not leaks, sentence, leaks))
+    return results
+
+
+# ------------------------------------------------------------------------ running GE
+
+
+def _describe(dataset: str, result: Any) -> str:
+    """One sentence for a failed GE expectation result: column, expectation, observed value."""
+    config = result.expectation_config
+    kwargs = {k: v for k, v in config.kwargs.items() if k not in ("batch_id", "column", "result_format")}
+    column = config.kwargs.get("column")
+    subject = f"column '{column}'" if column is not None else "table"
+    info = result.result or {}
+    if result.exception_info and result.exception_info.get("raised_exception"):
+        observed = f"error: {str(result.exception_info.get('exception_message')).splitlines()[0]}"
+    elif "observed_value" in info:
+        observed = f"observed {info['observed_value']!r}"
+    elif "unexpected_count" in info:
+        sample = ", ".join(repr(v) for v in (info.get("partial_unexpected_list") or [])[:3])
+        total = info.get("element_count")
+        observed = f"observed {info['unexpected_count']} unexpected of {total} values" + (
+            f", e.g. {sample}" if sample else ""
+        )
+    else:
+        observed = (
+            "observed: column missing" if config.type == "expect_column_to_exist" else "observed: failed"
+        )
+    wanted = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
+    return f"{dataset}: {subject} failed {config.type}{f' ({wanted})' if wanted else ''}: {observed}."
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float) and (math.isinf(value) or abs(value) > 1e300):
+        return "finite"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _run_great_expectations(spec: DatasetSpec, frame: pd.DataFrame, docs_dir: Path) -> tuple[Any, int]:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    expectations = card_expectations(spec, frame)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    context.add_data_docs_site(
+        site_name="validation",
+        site_config={
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        },
+    )
+    batch_definition = (
+        context.data_sources.add_pandas(name="datasets")
+        .add_dataframe_asset(name=spec.name)
+        .add_batch_definition_whole_dataframe("whole")
+    )
+    suite = context.suites.add(gx.ExpectationSuite(name=spec.name, expectations=expectations))
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name=spec.name, data=batch_definition, suite=suite)
+    )
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name=f"{spec.name}-gate",
+            validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs")],
+            result_format={"result_format": "SUMMARY"},
+        )
+    )
+    result = checkpoint.run(batch_parameters={"dataframe": frame})
+    (validation_result,) = result.run_results.values()
+    return validation_result, len(expectations)
+
+
+def _write_json(outcome: ValidationOutcome, payload: dict[str, Any]) -> Path:
+    path = validation_dir() / f"{outcome.dataset}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    summary = {
+        k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(outcome).items() if k != "json_path"
+    }
+    document = {**summary, "validated_at": datetime.now(UTC).isoformat(timespec="seconds"), **payload}
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def validate_dataset(spec: DatasetSpec | str) -> ValidationOutcome:
+    """Validate one dataset; never raises for a bad file or card (ok=False, bad_input=True instead)."""
+    if isinstance(spec, str):
+        spec = load_dataset_spec(spec)
+    outcome = ValidationOutcome(dataset=spec.name, ok=False)
+    docs_dir = validation_dir() / spec.name
+    shutil.rmtree(docs_dir, ignore_errors=True)  # data docs of this run only
+    try:
+        frame = read_typed(spec, require_columns=False)
+        outcome.data_version = data_version(spec)
+        ge_result, count = _run_great_expectations(spec, frame, docs_dir)
+        checks = benchmark_checks(spec, frame)
+    except UserError as exc:
+        outcome.failures, outcome.bad_input = [f"{spec.name}: {exc}"], True
+        outcome.json_path = _write_json(outcome, {})
+        return outcome
+    outcome.failures = [_describe(spec.name, r) for r in ge_result.results if not r.success]
+    outcome.failures += [check.sentence for check in checks if not check.success]
+    outcome.expectations = count + len(checks)
+    outcome.ok = not outcome.failures
+    index = docs_dir / "index.html"
+    outcome.html_path = index if index.is_file() else None
+    outcome.json_path = _write_json(
+        outcome,
+        {
+            "benchmark_checks": [asdict(check) for check in checks],
+            "great_expectations": ge_result.to_json_dict(),
+        },
+    )
+    return outcome
+
+
+def summary_path() -> Path:
+    return validation_dir() / "summary.json"
+
+
+def write_summary(outcomes: list[ValidationOutcome]) -> Path:
+    """reports/validation/summary.json: verdict per dataset, deterministic (no times, no paths).
+
+    It is the output of dvc.yaml's validate stage: the same data and cards give the same bytes,
+    so `dvc status` stays clean after a re-run. Datasets not validated this time keep their entry;
+    entries whose card is gone are dropped.
+    """
+    path = summary_path()
+    summary: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            summary = {}
+    known = {p.stem for p in paths.dataset_cards_dir().glob("*.yaml")}
+    summary = {name: entry for name, entry in summary.items() if name in known}
+    for outcome in outcomes:
+        summary[outcome.dataset] = {
+            "ok": outcome.ok,
+            "data_version": outcome.data_version,
+            "failures": outcome.failures,
+        }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def validate_all(names: Iterable[str] | None = None) -> list[ValidationOutcome]:
+    """Validate the named datasets (all cards when none): one failure never stops the others."""
+    names = list(names or [])
+    specs = [load_dataset_spec(name) for name in names] if names else list_dataset_specs()
+    outcomes = [validate_dataset(spec) for spec in specs]
+    write_summary(outcomes)
+    return outcomes

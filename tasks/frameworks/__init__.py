@@ -1,0 +1,1 @@
+"""Framework adapters, one module each, found by ``registry`` (a module exposing ``ADAPTER``)."""

@@ -1,0 +1,45 @@
+"""What the scikit-learn baselines share: the fitted-model wrapper and saving with joblib."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.frameworks._tabular import FeatureSchema, proba_frame
+from tasks.frameworks.base import FittedModel, TaskInfo
+
+ESTIMATOR_FILE = "estimator.joblib"
+
+
+class SklearnModel(FittedModel):
+    """A fitted scikit-learn estimator plus the feature schema it was fitted with."""
+
+    def __init__(self, estimator: Any, schema: FeatureSchema, task: TaskInfo) -> None:
+        self.estimator = estimator
+        self.schema = schema
+        self.task = task
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.estimator.predict(self.schema.apply(X)))
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        if not self.task.is_classification:
+            raise NotImplementedError("regression models have no class probabilities")
+        matrix = self.estimator.predict_proba(self.schema.apply(X))
+        return proba_frame(matrix, list(self.estimator.classes_), self.task)
+
+    def save(self, model_dir: Path) -> None:
+        import joblib
+
+        model_dir.mkdir(parents=True, exist_ok=True)
+        joblib.dump(self.estimator, model_dir / ESTIMATOR_FILE)
+        self.schema.save(model_dir)
+
+    @classmethod
+    def load(cls, model_dir: Path, task: TaskInfo) -> SklearnModel:
+        import joblib
+
+        return cls(joblib.load(model_dir / ESTIMATOR_FILE), FeatureSchema.load(model_dir), task)

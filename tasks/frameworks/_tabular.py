@@ -1,0 +1,87 @@
+"""Helpers shared by adapters: which columns a model uses, categories kept stable, probability order."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.frameworks.base import TaskInfo
+
+LEVELS_FILE = "categories.json"
+
+
+class FeatureSchema:
+    """The columns a model was fitted on and each categorical column's levels.
+
+    Kept with the model so that rows arriving later (a single row, a reloaded CSV, MLflow's pyfunc
+    input) are typed exactly as at fit time: same columns, same category codes.
+    """
+
+    def __init__(self, columns: list[str], levels: dict[str, list[Any]]) -> None:
+        self.columns = columns
+        self.levels = levels
+
+    @classmethod
+    def learn(cls, X: pd.DataFrame, task: TaskInfo, *, keep_text: bool = False) -> FeatureSchema:
+        dropped_roles = {"id", "ignore"} | (set() if keep_text else {"text"})
+        columns = [c for c in X.columns if task.column_roles.get(c) not in dropped_roles]
+        levels: dict[str, list[Any]] = {}
+        for column in columns:
+            declared = task.column_roles.get(column) == "categorical"
+            if declared or isinstance(X[column].dtype, pd.CategoricalDtype):
+                values = X[column].astype("category")
+                levels[column] = [_plain(v) for v in values.cat.categories]
+        return cls(columns, levels)
+
+    def apply(self, X: pd.DataFrame) -> pd.DataFrame:
+        frame = X[self.columns].copy()
+        for column, categories in self.levels.items():
+            frame[column] = pd.Categorical(frame[column], categories=categories)
+        return frame
+
+    def save(self, model_dir: Path) -> None:
+        data = {"columns": self.columns, "levels": self.levels}
+        (model_dir / LEVELS_FILE).write_text(json.dumps(data, default=str))
+
+    @classmethod
+    def load(cls, model_dir: Path) -> FeatureSchema:
+        data = json.loads((model_dir / LEVELS_FILE).read_text())
+        return cls(data["columns"], data["levels"])
+
+
+def search_seconds(time_s: float, share: float, reserve_s: float, floor_s: float = 5.0) -> float:
+    """The time to hand an AutoML system so that its fit lands inside time_s.
+
+    Systems overrun their own limit by a share (they finish the running model) plus a fixed part
+    (ensembling, refitting, writing models): give them the smaller of time_s * share and
+    time_s - reserve_s, but never less than floor_s.
+    """
+    return max(floor_s, min(time_s * share, time_s - reserve_s))
+
+
+def _plain(value: Any) -> Any:
+    # numpy scalars are not JSON; their Python twins compare equal to the originals.
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def proba_frame(matrix: np.ndarray, model_classes: Sequence[Any], task: TaskInfo) -> pd.DataFrame:
+    """Probabilities as one column per TaskInfo class, in TaskInfo order.
+
+    A class the model never saw in training (absent from its fold) gets probability 0.
+    """
+    by_text = {str(c): i for i, c in enumerate(model_classes)}
+    columns: dict[Any, np.ndarray] = {}
+    for label in task.classes:
+        index = by_text.get(str(label))
+        columns[label] = matrix[:, index] if index is not None else np.zeros(len(matrix))
+    return pd.DataFrame(columns)
+
+
+def labels_from_proba(proba: pd.DataFrame) -> np.ndarray:
+    """The most likely class of each row (ties go to the first class in the fixed order)."""
+    return np.asarray(proba.columns, dtype=object)[proba.to_numpy().argmax(axis=1)]

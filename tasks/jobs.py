@@ -1,0 +1,300 @@
+"""Run one job in its own process under a watchdog: time, memory, cores and GPUs enforced.
+
+The child (``python -m tasks.worker JOB_DIR``) gets the budget's time as its search time; the
+watchdog kills its whole process tree (H2O's JVM included) at the hard limit
+
+    hard_limit_s = time_s + GRACE_BASE_S + GRACE_SHARE * time_s + adapter.startup_grace_s
+
+(the grace covers loading the fold, predicting, saving the model, >= 100 single-row latency calls
+and a framework finishing its current model past its limit), or as soon as the tree's RSS passes
+memory_mb. The child writes its predictions, model and result.json into JOB_DIR first; the parent
+then scores them (``tasks.metrics``), adds resource figures and saves the final result.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tasks import paths, resources
+from tasks.errors import UserError
+from tasks.frameworks.base import FrameworkAdapter
+from tasks.frameworks.registry import get_adapter
+from tasks.metrics import score
+from tasks.plan import Job
+from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
+from tasks.specs import DatasetSpec
+from tasks.worker import JOB_FILE, STAGE_FILE, WORK_DIR, error_tail, now_utc
+
+GRACE_BASE_S = 60.0
+GRACE_SHARE = 0.10
+SAMPLE_INTERVAL_S = 0.25
+LATENCY_CALLS = 100
+LOG_FILE = "worker.log"
+# Thread pools a framework may start; all are held to the budget's cores.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS", "LOKY_MAX_CPU_COUNT",
+    "RAYON_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+)
+
+
+@dataclass
+class Watched:
+    """What the watchdog saw of one child process."""
+
+    returncode: int
+    duration_s: float
+    sampler: resources.ProcessTreeSampler
+    verdict: tuple[str, str] | None = None  # (status, reason) when the watchdog killed it
+    gpu_costs: dict[str, float] = field(default_factory=dict)
+
+
+def grace_s(job: Job, adapter: FrameworkAdapter) -> float:
+    return GRACE_BASE_S + GRACE_SHARE * job.budget.time_s + adapter.startup_grace_s
+
+
+def _finish(result: JobResult, job_dir: Path, status: str, error: str = "") -> JobResult:
+    result.status, result.error, result.ended_utc = status, error, now_utc()
+    result.save(job_dir)
+    return result
+
+
+def _clear_previous_outputs(job_dir: Path) -> None:
+    """A re-run starts clean: no stale result, predictions or model from an earlier try."""
+    for name in (RESULT_FILE, PREDICTIONS_FILE, STAGE_FILE, LOG_FILE):
+        (job_dir / name).unlink(missing_ok=True)
+    for name in (MODEL_DIR, WORK_DIR):
+        if (job_dir / name).is_dir():
+            shutil.rmtree(job_dir / name, ignore_errors=True)
+
+
+def child_environment(threads: int, gpu_devices: list[int]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(dict.fromkeys(THREAD_VARIABLES, str(max(1, threads))))
+    # NVML and CUDA number devices alike only in PCI bus order.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in gpu_devices)
+    env["AUTOML_EVAL_HOME"] = str(paths.project_root())
+    env["PYTHONUNBUFFERED"] = "1"
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH", "")]))
+    return env
+
+
+def _gpu_plan(job: Job, gpu_devices: list[int] | None, result: JobResult) -> tuple[list[int], str]:
+    """The job's GPU devices, or a reason to skip it. Fills result.gpu and result.host."""
+    needed = job.budget.gpus
+    inventory = resources.gpu_inventory()
+    result.gpu = {"available": inventory.available}
+    if not inventory.available:
+        result.gpu["reason"] = inventory.reason
+    result.host = resources.host_info(None, inventory)
+    if needed == 0:
+        if inventory.available:
+            result.gpu["devices"] = []
+            result.gpu["reason"] = "the budget grants no GPU"
+        return [], ""
+    if not inventory.available:
+        return [], f"budget '{job.budget.name}' asks for {needed} GPU(s) but here: {inventory.reason}."
+    known = [d["index"] for d in inventory.devices]
+    devices = list(gpu_devices) if gpu_devices is not None else known[:needed]
+    if len(devices) < needed or any(d not in known for d in devices):
+        return [], (f"budget '{job.budget.name}' asks for {needed} GPU(s) but only devices {devices} "
+                    f"of {known} were granted.")
+    result.gpu["devices"] = devices
+    result.host = resources.host_info(devices, inventory)
+    result.gpu["model"] = result.host["gpu_model"]
+    return devices, ""
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"the worker died from signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"the worker died from signal {-returncode}"
+    return f"the worker exited with code {returncode} without writing a result"
+
+
+def _read(job_dir: Path, name: str) -> str:
+    path = job_dir / name
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _score(job_dir: Path, spec: DatasetSpec, classes: list[Any]) -> dict[str, float]:
+    table = pd.read_csv(job_dir / PREDICTIONS_FILE, dtype={"truth": str, "prediction": str}
+                        if spec.problem_type != "regression" else None)
+    proba = None
+    if spec.problem_type != "regression":
+        proba = pd.DataFrame({str(c): table[f"proba_{c}"] for c in classes})
+    return score(spec.problem_type, str(spec.metric), table["truth"], table["prediction"], proba, classes)
+
+
+def _folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
+
+
+def run_job(
+    job: Job,
+    spec: DatasetSpec,
+    job_dir: Path,
+    *,
+    gpu_devices: list[int] | None = None,
+    cpu_cores: list[int] | None = None,
+    grace_seconds: float | None = None,
+) -> JobResult:
+    """Run `job` in a child process under the watchdog and return its scored, costed result.
+
+    `cpu_cores` pins the job (default: budget.cores cores from the process-wide pool);
+    `gpu_devices` are NVML indices (default: the first budget.gpus devices); `grace_seconds`
+    replaces the computed grace (tests use a short one).
+    """
+    job_dir = Path(job_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    _clear_previous_outputs(job_dir)
+    result = JobResult(job_key=job.key, started_utc=now_utc())
+
+    devices, skip_reason = _gpu_plan(job, gpu_devices, result)
+    try:
+        adapter = get_adapter(job.framework)
+        params = {**(adapter.variant_params(job.variant) if job.variant else {}), **job.params}
+    except (UserError, ValueError) as exc:
+        return _finish(result, job_dir, "failed", str(exc))
+    result.framework_version = adapter.version() or ""
+    if skip_reason:
+        return _finish(result, job_dir, "skipped", skip_reason)
+    if spec.problem_type not in adapter.problem_types or spec.modality not in adapter.modalities:
+        reason = f"{adapter.name} does not handle {spec.modality} {spec.problem_type} problems."
+        return _finish(result, job_dir, "skipped", reason)
+    unavailable = adapter.unavailable_reason()
+    if unavailable:
+        return _finish(result, job_dir, "failed", unavailable)
+
+    leased = cpu_cores is None
+    cores = resources.CORE_POOL.acquire(job.budget.cores) if leased else list(cpu_cores or [])
+    hard_limit = job.budget.time_s + (grace_seconds if grace_seconds is not None else grace_s(job, adapter))
+    payload = {
+        "job_key": job.key,
+        "job": job.to_dict(),
+        "spec": spec.model_dump(),
+        "params": params,
+        "cpus": cores,
+        "gpus": devices,
+        "hard_limit_s": hard_limit,
+        "latency_calls": LATENCY_CALLS,
+    }
+    (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2, default=str))
+    try:
+        watched = _watch(job, job_dir, cores, devices, hard_limit)
+    finally:
+        if leased:
+            resources.CORE_POOL.release(cores)
+    return _complete(result, spec, job_dir, watched, cores)
+
+
+def _watch(job: Job, job_dir: Path, cores: list[int], devices: list[int], hard_limit: float) -> Watched:
+    """Start the worker and watch it until it exits or the watchdog kills it."""
+    verdict: tuple[str, str] | None = None
+    gpu_sampler = resources.GpuSampler(devices) if devices else None
+    with open(job_dir / LOG_FILE, "wb") as log:
+        started = time.monotonic()
+        # Output goes to a file, not a pipe: no pipe to drain, nothing to block on at exit.
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tasks.worker", str(job_dir)],
+            cwd=job_dir, env=child_environment(len(cores) or job.budget.cores, devices),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: the kill reaches everything it starts
+        )
+        sampler = resources.ProcessTreeSampler(child.pid)
+        if gpu_sampler:
+            gpu_sampler.__enter__()
+        try:
+            while True:
+                try:
+                    # Wait for the exit itself (never judge by poll() when output closes).
+                    child.wait(timeout=SAMPLE_INTERVAL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                rss_mb = sampler.sample()
+                elapsed = time.monotonic() - started
+                if rss_mb > job.budget.memory_mb:
+                    verdict = ("memory", f"killed by the watchdog: the job's processes used {rss_mb:.0f} MB, "
+                               f"over the budget's memory_mb {job.budget.memory_mb}")
+                elif elapsed > hard_limit:
+                    verdict = ("timeout", f"killed by the watchdog at the hard limit of {hard_limit:.0f} s "
+                               f"(budget time_s {job.budget.time_s} + grace)")
+                if verdict:
+                    resources.kill_tree(child.pid)
+                    child.wait()
+                    break
+        finally:
+            if child.poll() is None:  # the parent itself is being interrupted
+                resources.kill_tree(child.pid)
+                child.wait()
+            # Whatever the job started and left behind (a JVM of a crashed worker) goes too.
+            leftovers = sampler.leftovers()
+            if leftovers:
+                resources.kill_tree(child.pid, also=leftovers)
+            if gpu_sampler:
+                gpu_sampler.__exit__(None, None, None)
+        duration_s = time.monotonic() - started
+    gpu_costs = gpu_sampler.summary() if gpu_sampler else {}
+    return Watched(child.returncode, duration_s, sampler, verdict, gpu_costs)
+
+
+def _complete(
+    result: JobResult, spec: DatasetSpec, job_dir: Path, watched: Watched, cores: list[int]
+) -> JobResult:
+    """Merge what the worker wrote with what the watchdog saw, score, save the final result."""
+    host, gpu, started_utc = result.host, result.gpu, result.started_utc
+    worker_wrote = (job_dir / RESULT_FILE).is_file()
+    if worker_wrote:
+        result = JobResult.load(job_dir)
+        result.host, result.gpu, result.started_utc = host, gpu, started_utc
+    result.info["cores"] = cores
+    usage = result.info.get("worker_usage", {})
+    costs = dict(result.costs)
+    duration_s = watched.duration_s
+    costs["duration_s"] = duration_s
+    costs["peak_rss_mb"] = max(watched.sampler.peak_rss_mb, usage.get("peak_rss_mb", 0.0))
+    costs["cpu_s"] = max(watched.sampler.cpu_s, usage.get("cpu_s", 0.0))
+    costs.update(watched.gpu_costs)
+    measured = sum(costs.get(k, 0.0) for k in ("fit_s", "predict_s")) + sum(
+        result.info.get(k, 0.0) for k in ("predict_proba_s", "latency_measure_s")
+    )
+    costs["overhead_s"] = max(0.0, duration_s - measured)
+    if (job_dir / MODEL_DIR).is_dir():
+        costs["model_size_mb"] = _folder_mb(job_dir / MODEL_DIR)
+    result.costs = costs
+
+    stage = _read(job_dir, STAGE_FILE).strip()
+    where = f" while {stage}" if stage and stage != "done" else ""
+    log_tail = error_tail(_read(job_dir, LOG_FILE))
+    if watched.verdict is not None:
+        status, reason = watched.verdict
+        return _finish(result, job_dir, status, f"{reason}{where}.\n{log_tail}".strip())
+    if not worker_wrote:
+        # The child could not even record its failure: a segfault, an abort, a broken import.
+        reason = _describe_exit(watched.returncode)
+        return _finish(result, job_dir, "failed", f"{reason}{where}.\n{log_tail}".strip())
+    if result.status != "ok":
+        return _finish(result, job_dir, result.status, result.error)
+    try:
+        result.scores = _score(job_dir, spec, result.info.get("classes", []))
+    except Exception as exc:  # noqa: BLE001 - predictions the harness cannot score fail the job
+        reason = f"scoring the predictions failed: {type(exc).__name__}: {exc}"
+        return _finish(result, job_dir, "failed", reason)
+    return _finish(result, job_dir, "ok")
+

@@ -1,0 +1,272 @@
+"""The report folder: every table as CSV, the figures as PNG, and report.md that ties them together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.errors import UserError
+from tasks.report import aggregate, amlb, elo, jobs, leaderboard, pareto, plots, ranking, stability
+
+PARETO_COSTS = ("fit_s", "latency_p99_ms")
+
+
+@dataclass
+class Report:
+    folder: Path
+    markdown: str
+    leaderboard: pd.DataFrame
+    aggregate: pd.DataFrame
+    elo: pd.DataFrame | None
+    friedman: ranking.FriedmanResult | None
+    critical_difference: float | None
+    stability_flags: list[str]
+    figures: list[Path] = field(default_factory=list)
+    anchor: str = ""
+
+
+def build_report(
+    runs: pd.DataFrame,
+    folder: Path,
+    *,
+    title: str,
+    baseline: str = jobs.DEFAULT_BASELINE,
+    spread_threshold: float = stability.DEFAULT_SPREAD_THRESHOLD,
+    bootstrap_rounds: int = 200,
+    alpha: float = 0.05,
+) -> Report:
+    """Compute every table and figure from job runs and write them under `folder`."""
+    if runs.empty:
+        raise UserError(f"no job runs to report on for {title}; check the suite name, run id or filter.")
+    folder.mkdir(parents=True, exist_ok=True)
+    table = jobs.prepare(runs)
+    if not table["ok"].any():
+        return _failures_only(table, folder, title)
+    cells = jobs.with_imputation(table, baseline)
+    scores, imputed = jobs.task_scores(cells)
+    normalized = jobs.normalized_scores(scores, baseline)
+    rank_table = ranking.ranks(scores)
+    average_ranks = rank_table.mean().sort_values()
+    board = leaderboard.leaderboard(table)
+    totals = aggregate.aggregate(normalized, rank_table, jobs.dataset_rows(table), imputed)
+    test = ranking.friedman(scores)
+    datasets, frameworks = scores.shape
+    notes: list[str] = []
+
+    figures: list[Path] = []
+    cd_value = None
+    if datasets >= 2 and frameworks >= 2:
+        cd_value = ranking.nemenyi_critical_difference(frameworks, datasets, alpha)
+        groups = ranking.cliques(average_ranks, cd_value)
+        figures.append(
+            plots.critical_difference(
+                average_ranks,
+                cd_value,
+                groups,
+                folder / "critical_difference.png",
+                datasets=datasets,
+                alpha=alpha,
+            )
+        )
+    else:
+        notes.append("critical difference needs at least 2 datasets and 2 frameworks")
+
+    anchor = baseline if baseline in scores.columns else str(average_ranks.index[-1])
+    if anchor != baseline:
+        notes.append(
+            f"Elo anchor: '{baseline}' is not in these runs, so '{anchor}' (lowest average rank) is 1000"
+        )
+    elo_table = None
+    if frameworks >= 2:
+        elo_table = elo.elo_ratings(cells, anchor=anchor, rounds=bootstrap_rounds).ratings
+        figures.append(plots.elo(elo_table, anchor, folder / "elo.png"))
+        wins = ranking.win_rates(cells)
+        figures.append(plots.win_rate(wins, folder / "win_rate.png"))
+        wins.to_csv(folder / "win_rate.csv")
+        elo_table.to_csv(folder / "elo.csv", index=False)
+
+    pareto_tables = []
+    metrics = table.groupby("dataset")["metric"].first().to_dict()
+    for cost in PARETO_COSTS:
+        if table.loc[table["ok"], cost].notna().any():
+            overall = pareto.across_datasets(table, normalized, cost)
+            local = pareto.per_dataset(table, cost)
+            figures.append(plots.pareto_overall(overall, cost, folder / f"pareto_{cost}.png"))
+            figures.append(
+                plots.pareto_per_dataset(local, metrics, cost, folder / f"pareto_{cost}_per_dataset.png")
+            )
+            pareto_tables.append(
+                overall.assign(dataset="(all, normalized)").rename(columns={"score": "result"})
+            )
+            pareto_tables.append(local)
+    steady = stability.per_dataset(table, jobs.spans(scores, baseline), spread_threshold)
+    steady_summary = stability.per_framework(steady, normalized, spread_threshold)
+    if steady["spread"].notna().any():
+        figures.append(plots.stability(steady, spread_threshold, folder / "stability.png"))
+    flags = sorted(steady_summary.loc[steady_summary["flagged"], "framework"])
+
+    board.to_csv(folder / "leaderboard.csv", index=False)
+    totals.to_csv(folder / "aggregate.csv", index=False)
+    rank_table.assign(imputed=imputed.any(axis=1)).to_csv(folder / "ranks.csv")
+    cells.to_csv(folder / "scores_imputed.csv", index=False)
+    steady.to_csv(folder / "stability.csv", index=False)
+    steady_summary.to_csv(folder / "stability_frameworks.csv", index=False)
+    if pareto_tables:
+        pd.concat(pareto_tables, ignore_index=True).to_csv(folder / "pareto.csv", index=False)
+    amlb.write_results_csv(table, folder / "results.csv")
+
+    markdown = _markdown(
+        title,
+        board,
+        totals,
+        elo_table,
+        anchor,
+        test,
+        cd_value,
+        alpha,
+        steady_summary,
+        flags,
+        imputed,
+        spread_threshold,
+        notes,
+        figures,
+    )
+    (folder / "report.md").write_text(markdown, encoding="utf-8")
+    return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor)
+
+
+def _failures_only(table: pd.DataFrame, folder: Path, title: str) -> Report:
+    """No job produced a result: the leaderboard (failures by status) and results.csv, no statistics."""
+    board = leaderboard.leaderboard(table)
+    board.to_csv(folder / "leaderboard.csv", index=False)
+    amlb.write_results_csv(table, folder / "results.csv")
+    markdown = "\n".join(
+        [f"# Report: {title}", "", "No job produced a result; failures by status:", "", _table(board), ""]
+    )
+    (folder / "report.md").write_text(markdown, encoding="utf-8")
+    return Report(folder, markdown, board, pd.DataFrame(), None, None, None, [])
+
+
+def _cell(value: object, digits: int) -> str:
+    if isinstance(value, float):
+        return "" if pd.isna(value) else f"{value:.{digits}g}"
+    return str(value).replace("|", "/")
+
+
+def _table(frame: pd.DataFrame, digits: int = 4) -> str:
+    """A GitHub markdown table (Prefect and MLflow render it)."""
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join(_cell(v, digits) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def _markdown(
+    title: str,
+    board: pd.DataFrame,
+    totals: pd.DataFrame,
+    elo_table: pd.DataFrame | None,
+    anchor: str,
+    test: ranking.FriedmanResult | None,
+    cd_value: float | None,
+    alpha: float,
+    steady_summary: pd.DataFrame,
+    flags: list[str],
+    imputed: pd.DataFrame,
+    spread_threshold: float,
+    notes: list[str],
+    figures: list[Path],
+) -> str:
+    lines = [f"# Report: {title}", ""]
+    lines += [
+        "## Across datasets",
+        "",
+        "Average rank (1 = best) and mean normalized score (0 = baseline, 1 = best per dataset), "
+        "unweighted and weighted by dataset rows. Failed jobs score as the constant predictor "
+        "(imputed_datasets counts the datasets where that happened).",
+        "",
+        _table(totals),
+        "",
+    ]
+    if test is not None:
+        verdict = "differ" if test.p_value < alpha else "do not differ significantly"
+        lines += [
+            f"Friedman test over {test.datasets} datasets x {test.frameworks} frameworks: "
+            f"chi2 = {test.statistic:.3f}, p = {test.p_value:.3g} (Iman-Davenport F = "
+            f"{test.iman_davenport_f:.3f}, p = {test.iman_davenport_p:.3g}): the average ranks {verdict} "
+            f"at alpha = {alpha}."
+        ]
+    if cd_value is not None:
+        lines += [f"Nemenyi critical difference: {cd_value:.3f} ranks.", ""]
+    if elo_table is not None:
+        lines += [
+            f"## Elo (Bradley-Terry, 95% bootstrap interval; {anchor} = 1000)",
+            "",
+            _table(elo_table, 5),
+            "",
+        ]
+    imputed_cells = [f"{fw} on {ds}" for ds, row in imputed.iterrows() for fw, flag in row.items() if flag]
+    if imputed_cells:
+        lines += [
+            "Imputed with the constant predictor's score (failed or missing jobs): "
+            + ", ".join(imputed_cells)
+            + ".",
+            "",
+        ]
+    lines += [
+        "## Stability",
+        "",
+        "Spread = std of `result` over folds and seeds as a share of the dataset's baseline-to-best span "
+        f"(cv = std / |mean| alongside); flagged above {spread_threshold:.0%}: "
+        + (", ".join(flags) if flags else "none")
+        + ".",
+        "",
+        _table(steady_summary),
+        "",
+    ]
+    lines += ["## Leaderboard per dataset", "", _table(board), ""]
+    if notes:
+        lines += ["## Notes", "", *[f"- {note}." for note in notes], ""]
+    lines += [
+        "## Files",
+        "",
+        "- results.csv: AMLB results.csv format (one row per job)",
+        *[f"- ![{p.stem}]({p.name})" for p in figures],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- from the MLflow store
+
+
+def default_folder(label: str) -> Path:
+    from tasks import paths
+
+    cleaned = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in label).strip("-")
+    return paths.reports_dir() / (cleaned or "report")
+
+
+def report_execution(
+    execution_id: str,
+    *,
+    folder: Path | None = None,
+    uri: str | None = None,
+    log_to_mlflow: bool = True,
+    **options: object,
+) -> Report:
+    """Report on one suite execution from MLflow, and attach the folder to its parent run (`report/`)."""
+    from tasks.tracking import read
+
+    parent = read.execution(execution_id, uri=uri)
+    suite = parent.get("suite") or "suite"
+    runs = read.job_runs(execution_id=execution_id, uri=uri)
+    title = f"{suite}, execution {execution_id}"
+    report = build_report(
+        runs, folder or default_folder(f"{suite}-{execution_id[:8]}"), title=title, **options
+    )  # type: ignore[arg-type]
+    if log_to_mlflow:
+        read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
+    return report

@@ -1,0 +1,90 @@
+"""Prefect artifacts for the benchmark flow: the report and the regression diagnosis in the Prefect UI.
+
+The nightly's choice, documented in the README: a regression publishes the diagnosis as a
+markdown artifact (key `regression-<suite>`), tags the MLflow execution `regression=true`, and
+the flow run ends Failed, so the Prefect UI shows the night in red with the table one click away.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tasks.report.build import Report
+from tasks.report.compare import NightlyComparison, diagnostic_rows
+
+
+def artifact_key(kind: str, suite: str) -> str:
+    """Prefect keys allow lowercase letters, digits and dashes only."""
+    cleaned = "".join(ch if ch.isalnum() else "-" for ch in f"{kind}-{suite}".lower())
+    return "-".join(part for part in cleaned.split("-") if part)
+
+
+def _records(frame: Any) -> list[dict[str, Any]]:
+    """JSON-safe rows: Prefect stores the table as JSON, which has no NaN."""
+    rows = []
+    for record in frame.to_dict("records"):
+        rows.append(
+            {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+        )
+    return rows
+
+
+def publish_report(report: Report, suite: str) -> None:
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    create_markdown_artifact(
+        key=artifact_key("report", suite),
+        markdown=report.markdown,
+        description=f"Report of {suite}; files in {report.folder} and on the MLflow run",
+    )
+    create_table_artifact(
+        key=artifact_key("ranking", suite),
+        table=_records(report.aggregate.round(4)),
+        description=f"{suite}: average rank and normalized score across datasets",
+    )
+
+
+def publish_comparison(nightly: NightlyComparison, suite: str) -> None:
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    create_markdown_artifact(
+        key=artifact_key("regression", suite),
+        markdown=nightly.markdown,
+        description="Changes against the previous successful execution",
+    )
+    if nightly.comparison is not None:
+        rows = diagnostic_rows(nightly.comparison)
+        if not rows.empty:
+            create_table_artifact(
+                key=artifact_key("regression-table", suite),
+                table=_records(rows),
+                description="metric | current | baseline | change | main factor",
+            )
+
+
+def regression_state(nightly: NightlyComparison) -> Any | None:
+    """A Failed state for the flow to return when the night regressed, else None."""
+    if not nightly.regressed:
+        return None
+    from prefect.states import Failed
+
+    count = len(nightly.comparison.regressions) if nightly.comparison is not None else 0
+    return Failed(
+        message=f"{count} regression(s) against execution {nightly.baseline_id}; "
+        f"see the regression artifact and MLflow tag regression=true on {nightly.execution_id}"
+    )
+
+
+def after_execution(execution_id: str, suite: str, *, compare_previous: bool) -> Any | None:
+    """The flow's closing step: report (folder, MLflow artifacts, Prefect artifacts), then for a
+    nightly the regression diagnosis. Returns the Failed state the flow should end in, or None."""
+    from tasks.report.build import report_execution
+    from tasks.report.compare import compare_with_previous_nightly
+
+    publish_report(report_execution(execution_id), suite)
+    if not compare_previous:
+        return None
+    nightly = compare_with_previous_nightly(execution_id)
+    publish_comparison(nightly, suite)
+    return regression_state(nightly)

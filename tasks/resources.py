@@ -1,0 +1,238 @@
+"""What a job costs and what the host has: process-tree CPU/RSS, GPUs (nvidia-ml-py), cores.
+
+The job's process tree is the worker and everything it starts (H2O's JVM, joblib and Ray
+workers); its RSS is summed over the live tree at each sample, and CPU seconds add up every
+process ever seen. GPU figures come from NVML for exactly the job's devices; a host without an
+NVIDIA GPU or driver says so instead of reporting zeros.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import signal
+import socket
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+NO_GPU = "no NVIDIA GPU/driver found"
+
+
+# ------------------------------------------------------------------------------ process tree
+
+
+def tree_processes(pid: int) -> list[psutil.Process]:
+    """The process and all its descendants that are alive now."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+class ProcessTreeSampler:
+    """Samples one process tree: current and peak RSS, CPU seconds of every process seen."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_rss_mb = 0.0
+        self._cpu_by_process: dict[tuple[int, float], float] = {}  # (pid, create_time) -> cpu s
+
+    def sample(self) -> float:
+        """Sum of the tree's RSS now, in MB; also updates the peak and the CPU seconds."""
+        rss_bytes = 0
+        for process in tree_processes(self.pid):
+            try:
+                with process.oneshot():
+                    rss_bytes += process.memory_info().rss
+                    times = process.cpu_times()
+                    identity = (process.pid, process.create_time())
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            # children_* holds CPU of descendants already exited and reaped by this process.
+            cpu = times.user + times.system + times.children_user + times.children_system
+            self._cpu_by_process[identity] = max(cpu, self._cpu_by_process.get(identity, 0.0))
+        rss_mb = rss_bytes / 2**20
+        self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
+        return rss_mb
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self._cpu_by_process.values())
+
+    def leftovers(self) -> list[psutil.Process]:
+        """Processes once seen in the tree that still live (the same process, not a reused pid).
+
+        H2O starts its JVM in a session of its own: if the worker dies without stopping it, the
+        JVM is re-parented away from the tree and its process group, and only this list finds it.
+        """
+        alive = []
+        for pid, created in self._cpu_by_process:
+            try:
+                process = psutil.Process(pid)
+                if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(process)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return alive
+
+
+def kill_tree(pid: int, also: list[psutil.Process] | None = None) -> None:
+    """SIGKILL the process, its descendants, its process group and `also` (a JVM included)."""
+    victims = tree_processes(pid) + list(also or [])
+    for process in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    # The worker leads its own session/process group: anything that re-parented itself away
+    # from the tree but kept the group goes too.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    psutil.wait_procs(victims, timeout=5)
+
+
+# ------------------------------------------------------------------------------ cores
+
+
+class CorePool:
+    """Hands out CPU cores to concurrent jobs, least-used cores first, so jobs spread out.
+
+    When more cores are asked for than the machine has free, cores are shared rather than the
+    job waiting: the budget's thread count still holds, only the affinity overlaps.
+    """
+
+    def __init__(self, cores: list[int] | None = None) -> None:
+        self.cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+        self._leases: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    def acquire(self, count: int) -> list[int]:
+        with self._lock:
+            chosen = sorted(self.cores, key=lambda core: (self._leases[core], core))[: max(1, count)]
+            self._leases.update(chosen)
+            return sorted(chosen)
+
+    def release(self, cores: list[int]) -> None:
+        with self._lock:
+            self._leases.subtract(cores)
+
+
+CORE_POOL = CorePool()
+
+
+# ------------------------------------------------------------------------------ GPUs
+
+
+@dataclass
+class GpuInventory:
+    available: bool
+    reason: str = ""  # why not, when not available
+    devices: list[dict[str, Any]] = field(default_factory=list)  # index, name, memory_total_mb
+
+
+def _nvml() -> Any:
+    import pynvml  # from nvidia-ml-py
+
+    return pynvml
+
+
+def gpu_inventory() -> GpuInventory:
+    """The host's NVIDIA GPUs, or why there are none (no library, no driver, no device)."""
+    try:
+        nvml = _nvml()
+        nvml.nvmlInit()
+    except ImportError:
+        return GpuInventory(False, f"{NO_GPU} (nvidia-ml-py is not installed)")
+    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return GpuInventory(False, f"{NO_GPU} ({exc})")
+    try:
+        devices = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            name = nvml.nvmlDeviceGetName(handle)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            devices.append({
+                "index": index,
+                "name": name.decode() if isinstance(name, bytes) else str(name),
+                "memory_total_mb": memory.total / 2**20,
+            })
+    finally:
+        nvml.nvmlShutdown()
+    if not devices:
+        return GpuInventory(False, f"{NO_GPU} (the driver reports 0 devices)")
+    return GpuInventory(True, devices=devices)
+
+
+class GpuSampler:
+    """Samples utilisation and used memory of the given NVML device indices in a thread."""
+
+    def __init__(self, indices: list[int], interval_s: float = 0.5) -> None:
+        self.indices = indices
+        self.interval_s = interval_s
+        self._util: list[float] = []
+        self._peak_mem_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+
+    def __enter__(self) -> GpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        nvml = _nvml()
+        nvml.nvmlInit()
+        try:
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
+            while not self._stop.is_set():
+                utils, used_mb = [], 0.0
+                for handle in handles:
+                    utils.append(float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+                    used_mb += nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20
+                # The job's utilisation is the mean over its devices at this instant.
+                self._util.append(sum(utils) / len(utils))
+                self._peak_mem_mb = max(self._peak_mem_mb, used_mb)
+                self._stop.wait(self.interval_s)
+        finally:
+            nvml.nvmlShutdown()
+
+    def summary(self) -> dict[str, float]:
+        """COST_METRICS names; empty when nothing was sampled."""
+        if not self._util:
+            return {}
+        return {
+            "gpu_util_mean_pct": sum(self._util) / len(self._util),
+            "gpu_util_peak_pct": max(self._util),
+            "gpu_mem_peak_mb": self._peak_mem_mb,
+        }
+
+
+# ------------------------------------------------------------------------------ host
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def host_info(gpu_devices: list[int] | None = None, inventory: GpuInventory | None = None) -> dict[str, str]:
+    """{host, cpu_model, gpu_model}: gpu_model names the given devices, or 'none'."""
+    gpu_model = "none"
+    if gpu_devices:
+        inventory = inventory or gpu_inventory()
+        names = sorted({d["name"] for d in inventory.devices if d["index"] in gpu_devices})
+        gpu_model = ", ".join(names) or "none"
+    return {"host": socket.gethostname(), "cpu_model": cpu_model(), "gpu_model": gpu_model}

@@ -1,0 +1,477 @@
+"""Write the record: one experiment per suite, a parent run per execution, a child run per job.
+
+Everything is logged after the job, from what its job folder holds (result.json, predictions.csv,
+model/). A small ``tracking.json`` in the job folder says which execution the job belongs to and,
+once logged, which run holds it; a folder without that run id is logged later by ``sync_pending``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+
+from tasks import paths
+from tasks.plan import Job
+from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
+from tasks.tracking import store
+from tasks.vocabulary import COST_METRICS, FINISHED_STATUSES, RESULT, RETRYABLE_STATUSES, SCORE_METRICS
+
+TRACKING_FILE = "tracking.json"  # in each job folder: execution id, job, and the run once logged
+PYFUNC_NAME = "model"  # the pyfunc model's name inside a job run
+_BATCH = 100  # MLflow's limit of params or tags per log_batch call
+_ERROR_CHARS = 4000
+
+# SQLite allows one writer at a time; jobs finish on several threads, so their logging takes turns.
+# It is short next to a job, and it keeps the thread-local active run of the pyfunc logging simple.
+_write_lock = threading.Lock()
+logger = logging.getLogger("automl_eval.tracking")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One execution of a suite: the parent run all its job runs hang under."""
+
+    suite: str
+    execution_id: str  # the parent run id
+    experiment_id: str
+    team: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedJob:
+    run_id: str
+    status: str
+
+
+@dataclass(frozen=True)
+class LoggedJob:
+    run_id: str
+    log_s: float  # time spent writing the record, for the benchmark
+    already_recorded: bool = False
+
+
+def experiment_name(suite: str) -> str:
+    """The MLflow experiment of a suite: its name, so every team finds it under the same name."""
+    return suite
+
+
+# ---------------------------------------------------------------- context values
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str:
+    try:
+        completed = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=paths.project_root(),
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return completed.stdout.strip() or "unknown"
+
+
+@lru_cache(maxsize=1)
+def app_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("automl-eval")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# ---------------------------------------------------------------- executions (parent runs)
+
+
+def start_execution(suite: str, *, team: str = "", selection: dict[str, Any] | None = None,
+                    budget: str = "") -> Execution:
+    """A fresh parent run; `selection` (frameworks, datasets, folds, budget) is kept as its params
+    so a later resume or retry re-plans exactly the same jobs."""
+    client = store.client()
+    experiment_id = store.experiment_id(experiment_name(suite))
+    tags = {
+        "suite": suite,
+        "execution_state": "running",
+        "budget": budget,
+        "team": team,
+        "git_sha": git_sha(),
+        "app_version": app_version(),
+        "host": platform.node(),
+    }
+    run = client.create_run(experiment_id, run_name=f"{suite} {time.strftime('%Y-%m-%d %H:%M')}",
+                            tags=tags)
+    execution_id = run.info.run_id
+    client.set_tag(execution_id, "execution_id", execution_id)
+    params = [Param(key, json.dumps(value)) for key, value in sorted((selection or {}).items())]
+    if params:
+        client.log_batch(execution_id, params=params)
+    return Execution(suite, execution_id, experiment_id, team)
+
+
+def _execution_from_run(run: Any) -> Execution:
+    return Execution(run.data.tags.get("suite", ""), run.info.run_id, run.info.experiment_id,
+                     run.data.tags.get("team", ""))
+
+
+def open_execution(execution_id: str) -> Execution:
+    """An existing execution by its id, marked running again."""
+    client = store.client()
+    run = client.get_run(execution_id)
+    if "execution_state" not in run.data.tags:
+        raise LookupError(f"run {execution_id} is not a suite execution")
+    client.set_tag(execution_id, "execution_state", "running")
+    client.update_run(execution_id, status="RUNNING")
+    return _execution_from_run(run)
+
+
+def is_execution_of(execution_id: str, suite: str) -> bool:
+    """Whether a run id names an execution (parent run) of this suite in the current store."""
+    try:
+        run = store.client().get_run(execution_id)
+    except Exception:  # not found, or not even a valid id
+        return False
+    tags = run.data.tags
+    return "execution_state" in tags and tags.get("suite") == suite
+
+
+def execution_selection(execution_id: str) -> dict[str, Any]:
+    """The frameworks, datasets, folds and budget an execution was started with."""
+    params = store.client().get_run(execution_id).data.params
+    return {key: json.loads(value) for key, value in params.items()}
+
+
+def latest_execution(suite: str, *, unfinished_only: bool = False) -> str | None:
+    """The newest execution of a suite (only one that did not finish, if asked), or None."""
+    client = store.client()
+    experiment = client.get_experiment_by_name(experiment_name(suite))
+    if experiment is None:
+        return None
+    state_filter = "tags.execution_state = 'running'" if unfinished_only else "tags.execution_state LIKE '%'"
+    runs = client.search_runs([experiment.experiment_id], filter_string=state_filter,
+                              max_results=1, order_by=["attributes.start_time DESC"])
+    return runs[0].info.run_id if runs else None
+
+
+def finish_execution(execution: Execution, *, summary_markdown: str = "",
+                     data_gate_failures: dict[str, str] | None = None) -> None:
+    client = store.client()
+    with _write_lock:
+        if data_gate_failures:
+            text = "; ".join(f"{name}: {why}" for name, why in sorted(data_gate_failures.items()))
+            client.set_tag(execution.execution_id, "data_gate_failures", text[-_ERROR_CHARS:])
+        if summary_markdown:
+            client.log_text(execution.execution_id, summary_markdown, "summary.md")
+        client.set_tag(execution.execution_id, "execution_state", "finished")
+        client.set_terminated(execution.execution_id, status="FINISHED")
+
+
+@contextmanager
+def system_metrics(execution: Execution, sampling_interval_s: float = 15.0) -> Iterator[None]:
+    """MLflow system metrics (CPU, memory, disk, network, GPU) on the parent run while jobs run.
+
+    One sampler for the whole execution, every 15 s, keeps it cheap; jobs' own figures come
+    from the watchdog's process-tree sampling instead.
+    """
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    try:
+        monitor = SystemMetricsMonitor(execution.execution_id, sampling_interval=sampling_interval_s,
+                                       resume_logging=True, tracking_uri=store.tracking_uri())
+        monitor.start()
+    except Exception as exc:  # a missing sensor never stops a suite
+        logger.warning("MLflow system metrics are off for this execution: %s", exc)
+        yield
+        return
+    try:
+        yield
+    finally:
+        monitor.finish()
+
+
+def mark_unfinished(execution: Execution) -> None:
+    """Stopped before all its jobs ran (interrupted, or a narrowed run covered part of it).
+
+    Its `execution_state` stays `running`, so the next `run` resumes it; the run status says it stopped.
+    """
+    store.client().set_terminated(execution.execution_id, status="KILLED")
+
+
+# ---------------------------------------------------------------- job runs (children)
+
+
+def recorded_jobs(execution_id: str) -> dict[str, RecordedJob]:
+    """job_key -> its run and status, for every job run of an execution."""
+    client = store.client()
+    experiment_id = client.get_run(execution_id).info.experiment_id
+    recorded: dict[str, RecordedJob] = {}
+    page_token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=f"tags.execution_id = '{execution_id}' "
+                                  "and tags.job_key LIKE '%'", max_results=1000, page_token=page_token)
+        for run in page:
+            tags = run.data.tags
+            recorded[tags["job_key"]] = RecordedJob(run.info.run_id, tags.get("status", ""))
+        page_token = page.token
+        if not page_token:
+            return recorded
+
+
+def recorded_results(execution_id: str) -> dict[str, JobResult]:
+    """job_key -> the JobResult its run holds (status, error, scores, costs), from the record alone.
+
+    What a leaderboard needs wherever the jobs ran: in team mode their folders are on the workers.
+    """
+    client = store.client()
+    experiment_id = client.get_run(execution_id).info.experiment_id
+    scores = {name for names in SCORE_METRICS.values() for name in names} | {RESULT}
+    results: dict[str, JobResult] = {}
+    page_token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=f"tags.execution_id = '{execution_id}' "
+                                  "and tags.job_key LIKE '%'", max_results=1000, page_token=page_token)
+        for run in page:
+            tags, metrics = run.data.tags, run.data.metrics
+            results[tags["job_key"]] = JobResult(
+                job_key=tags["job_key"],
+                status=tags.get("status", ""),
+                error=tags.get("error", ""),
+                framework_version=tags.get("framework_version", ""),
+                scores={k: v for k, v in metrics.items() if k in scores},
+                costs={k: v for k, v in metrics.items() if k in COST_METRICS},
+            )
+        page_token = page.token
+        if not page_token:
+            return results
+
+
+def finished_job_keys(execution_id: str) -> set[str]:
+    return {key for key, job in recorded_jobs(execution_id).items() if job.status in FINISHED_STATUSES}
+
+
+def retryable_job_keys(execution_id: str) -> set[str]:
+    return {key for key, job in recorded_jobs(execution_id).items() if job.status in RETRYABLE_STATUSES}
+
+
+def _runs_of_job(execution_id: str, experiment_id: str, job_key: str) -> list[Any]:
+    return list(store.client().search_runs(
+        [experiment_id],
+        filter_string=f"tags.execution_id = '{execution_id}' and tags.job_key = '{job_key}'",
+        max_results=100,
+    ))
+
+
+def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: str,
+              metric: str) -> dict[str, str]:
+    host = result.host or {}
+    tags = {
+        "mlflow.parentRunId": execution.execution_id,
+        "mlflow.runName": job.label,
+        "suite": job.suite,
+        "execution_id": execution.execution_id,
+        "job_key": job.key,
+        "status": result.status,
+        "framework": job.framework_id,
+        "framework_name": job.framework,
+        "framework_version": result.framework_version or "unknown",
+        "dataset": job.dataset,
+        "data_version": job.data_version,
+        "problem_type": problem_type,
+        "metric": metric,
+        "budget": job.budget.name,
+        "fold": str(job.fold),
+        "seed": str(job.seed),
+        "git_sha": git_sha(),
+        "app_version": app_version(),
+        "host": host.get("host") or platform.node(),
+        "cpu_model": host.get("cpu_model") or platform.processor() or platform.machine(),
+        "gpu_model": host.get("gpu_model") or "none",
+        "team": execution.team,
+    }
+    if result.error:
+        tags["error"] = result.error[-_ERROR_CHARS:]
+    return tags
+
+
+def _job_params(job: Job) -> dict[str, str]:
+    params = {
+        "fold": str(job.fold),
+        "seed": str(job.seed),
+        "budget_time_s": str(job.budget.time_s),
+        "budget_cores": str(job.budget.cores),
+        "budget_memory_mb": str(job.budget.memory_mb),
+        "budget_gpus": str(job.budget.gpus),
+    }
+    for name, value in sorted(job.params.items()):
+        params[f"param.{name}"] = value if isinstance(value, str) else json.dumps(value, default=str)
+    return params
+
+
+def _job_metrics(result: JobResult) -> dict[str, float]:
+    figures = {**result.scores, **result.costs}
+    # No fake zeros: a figure that was not measured is simply absent from the run.
+    return {name: float(value) for name, value in figures.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)}
+
+
+def _log_batches(run_id: str, metrics: dict[str, float], params: dict[str, str],
+                 tags: dict[str, str]) -> None:
+    client = store.client()
+    now = int(time.time() * 1000)
+    metric_items = [Metric(k, v, now, 0) for k, v in metrics.items()]
+    param_items = [Param(k, v) for k, v in params.items()]
+    tag_items = [RunTag(k, v) for k, v in tags.items()]
+    rounds = max(1, math.ceil(max(len(param_items), len(tag_items)) / _BATCH))
+    for index in range(rounds):
+        window = slice(index * _BATCH, (index + 1) * _BATCH)
+        client.log_batch(run_id, metrics=metric_items if index == 0 else [],
+                         params=param_items[window], tags=tag_items[window])
+
+
+def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
+            problem_type: str, metric: str) -> LoggedJob:
+    """Record one job as a child run of its execution, once.
+
+    A job key already recorded as finished in this execution is not recorded again; an earlier
+    failed record of the same key is replaced (deleted) by this one, so retries never duplicate.
+    """
+    started = time.perf_counter()
+    client = store.client()
+    with _write_lock:
+        earlier = _runs_of_job(execution.execution_id, execution.experiment_id, job.key)
+        for run in earlier:
+            if run.data.tags.get("status") in FINISHED_STATUSES:
+                _mark_logged(job_dir, run.info.run_id)
+                return LoggedJob(run.info.run_id, time.perf_counter() - started, already_recorded=True)
+        run = client.create_run(execution.experiment_id, run_name=job.label,
+                                tags={"execution_id": execution.execution_id})
+        run_id = run.info.run_id
+        try:
+            _log_batches(run_id, _job_metrics(result), _job_params(job),
+                         _job_tags(execution, job, result, problem_type, metric))
+            predictions = job_dir / PREDICTIONS_FILE
+            if predictions.is_file():
+                client.log_artifact(run_id, str(predictions))
+            model_dir = job_dir / MODEL_DIR
+            if result.status == "ok" and model_dir.is_dir():
+                _log_pyfunc(run_id, job, result, model_dir)
+        except BaseException:
+            # Half a record must not count as a record: drop it so the job can be logged again.
+            client.delete_run(run_id)
+            raise
+        client.set_terminated(run_id, status="FINISHED" if result.status in FINISHED_STATUSES else "FAILED")
+        for run in earlier:
+            client.delete_run(run.info.run_id)
+        _mark_logged(job_dir, run_id)
+    return LoggedJob(run_id, time.perf_counter() - started)
+
+
+def _log_pyfunc(run_id: str, job: Job, result: JobResult, model_dir: Path) -> None:
+    from tasks.tracking.pyfunc import AdapterPyfunc, requirements
+
+    mlflow.set_tracking_uri(store.tracking_uri())
+    # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
+    logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
+    with mlflow.start_run(run_id=run_id, log_system_metrics=False):
+        mlflow.pyfunc.log_model(
+            name=PYFUNC_NAME,
+            python_model=AdapterPyfunc(),
+            artifacts={"model_dir": str(model_dir)},
+            # Given, not inferred: inference loads the model in a subprocess, seconds per job.
+            pip_requirements=requirements(job.framework, result.framework_version),
+        )
+
+
+# ---------------------------------------------------------------- job folders: pending -> logged
+
+
+def write_pending(job_dir: Path, execution: Execution, job: Job, *, problem_type: str, metric: str) -> None:
+    """Before the job runs: enough to log its folder later even if this process dies."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    record = {
+        "execution": execution.__dict__,
+        "job": job.to_dict(),
+        "problem_type": problem_type,
+        "metric": metric,
+        "result_final": False,
+        "run_id": None,
+    }
+    _write_json(job_dir / TRACKING_FILE, record)
+
+
+def mark_result_final(job_dir: Path) -> None:
+    """After the harness scored and saved the result: from now on the folder can be logged as it is.
+
+    (The worker writes a first result.json itself; only the harness's final one may be recorded.)
+    """
+    _update_record(job_dir, result_final=True)
+
+
+def _mark_logged(job_dir: Path, run_id: str) -> None:
+    _update_record(job_dir, run_id=run_id)
+
+
+def _update_record(job_dir: Path, **fields: Any) -> None:
+    path = job_dir / TRACKING_FILE
+    if path.is_file():
+        record = json.loads(path.read_text())
+        record.update(fields)
+        _write_json(path, record)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def pending_job_dirs(root: Path | None = None) -> list[Path]:
+    """Job folders whose job finished (final result.json) but whose record was never logged.
+
+    A folder whose job was cut short (the process running it died) is not pending: the job did not
+    finish, so the next run of its execution runs it again.
+    """
+    root = root or paths.runs_dir()
+    pending = []
+    for record_path in sorted(root.glob(f"**/{TRACKING_FILE}")):
+        job_dir = record_path.parent
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if record.get("result_final") and not record.get("run_id") and (job_dir / RESULT_FILE).is_file():
+            pending.append(job_dir)
+    return pending
+
+
+def log_job_dir(job_dir: Path) -> LoggedJob:
+    """Log one pending job folder from what it holds."""
+    record = json.loads((job_dir / TRACKING_FILE).read_text())
+    execution = Execution(**record["execution"])
+    job = Job.from_dict(record["job"])
+    result = JobResult.load(job_dir)
+    return log_job(execution, job, result, job_dir, problem_type=record["problem_type"],
+                   metric=record["metric"])
+
+
+def sync_pending(root: Path | None = None) -> list[LoggedJob]:
+    """Log every finished but unlogged job folder (e.g. the tracking server was down)."""
+    return [log_job_dir(job_dir) for job_dir in pending_job_dirs(root)]

@@ -1,0 +1,79 @@
+"""Where runs are recorded: the embedded SQLite store by default, a tracking server when configured.
+
+Embedded default: ``sqlite:///<root>/mlflow/mlflow.db`` with artifacts under ``<root>/mlflow/artifacts``.
+``MLFLOW_TRACKING_URI`` (a server such as ``http://127.0.0.1:5000`` or another database) overrides it;
+a server then decides where artifacts go.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from tasks import paths
+
+DB_FILE = "mlflow.db"
+ARTIFACTS_DIR = "artifacts"
+
+
+def embedded_db_path() -> Path:
+    return paths.mlflow_dir() / DB_FILE
+
+
+def embedded_artifacts_dir() -> Path:
+    return paths.mlflow_dir() / ARTIFACTS_DIR
+
+
+def is_embedded() -> bool:
+    return not os.environ.get("MLFLOW_TRACKING_URI")
+
+
+def tracking_uri() -> str:
+    """The store every run goes to; the environment wins over the embedded default."""
+    configured = os.environ.get("MLFLOW_TRACKING_URI")
+    if configured:
+        return configured
+    return f"sqlite:///{embedded_db_path()}"
+
+
+def artifact_location(experiment_name: str) -> str | None:
+    """Where a new experiment keeps its artifacts; None lets a tracking server decide."""
+    if not is_embedded():
+        return None
+    return (embedded_artifacts_dir() / experiment_name).as_uri()
+
+
+@lru_cache(maxsize=8)
+def _client_for(uri: str) -> MlflowClient:
+    if uri.startswith("sqlite:///"):
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        embedded_artifacts_dir().mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=uri)
+
+
+def client() -> MlflowClient:
+    """One client per store and process: creating the SQLite schema is the slow part."""
+    return _client_for(tracking_uri())
+
+
+def experiment_id(experiment_name: str) -> str:
+    """The experiment's id, created on first use (one experiment per suite)."""
+    mlflow_client = client()
+    experiment = mlflow_client.get_experiment_by_name(experiment_name)
+    if experiment is not None:
+        if experiment.lifecycle_stage == "deleted":
+            mlflow_client.restore_experiment(experiment.experiment_id)
+        return experiment.experiment_id
+    try:
+        return mlflow_client.create_experiment(
+            experiment_name, artifact_location=artifact_location(experiment_name)
+        )
+    except Exception:
+        # Two processes may create it at once; the other one won, so use its experiment.
+        experiment = mlflow_client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            raise
+        return experiment.experiment_id

@@ -1,0 +1,215 @@
+"""The child process of one job: load the fold, fit, predict, time, save. `python -m tasks.worker JOB_DIR`.
+
+It reads JOB_DIR/job.json (written by tasks.jobs), pins itself to its cores, and writes, in this
+order: model/ (with task.json), predictions.csv, then result.json. It knows nothing of Prefect or
+MLflow and never scores: the parent does, from predictions.csv. Exit code 0 when the job is ok,
+1 when it failed with an exception (the error is in result.json).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+JOB_FILE = "job.json"
+STAGE_FILE = "stage.txt"  # the step the worker is in, so a kill can say where it happened
+WORK_DIR = "work"  # scratch space of the framework, removed once the model is saved
+ERROR_TAIL_LINES = 12
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def error_tail(text: str, lines: int = ERROR_TAIL_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def mark_stage(job_dir: Path, stage: str) -> None:
+    (job_dir / STAGE_FILE).write_text(stage)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _latencies_ms(model: Any, X_test: Any, calls: int) -> list[float]:
+    """Single-row predict latency, `calls` times, cycling through the test rows."""
+    latencies = []
+    for call in range(calls):
+        row = X_test.iloc[[call % len(X_test)]]
+        started = time.perf_counter()
+        model.predict(row)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: dict[str, Any]) -> None:
+    """Everything a job does; raises on any failure (the caller records it)."""
+    import numpy as np
+    import pandas as pd
+
+    from tasks.data.folds import split
+    from tasks.data.load import load_frame
+    from tasks.frameworks.base import TaskInfo
+    from tasks.frameworks.registry import get_adapter, write_model_identity
+    from tasks.plan import Job
+    from tasks.results import MODEL_DIR, PREDICTIONS_FILE
+    from tasks.specs import DatasetSpec
+
+    job = Job.from_dict(payload["job"])
+    spec = DatasetSpec(**payload["spec"])
+    adapter = get_adapter(job.framework)
+
+    mark_stage(job_dir, "loading data")
+    frame = load_frame(spec)
+    train_rows, test_rows = split(spec, job.fold)
+    features = spec.features or [c for c in frame.columns if c != spec.target]
+    X, y = frame[features], frame[spec.target]
+    classes: tuple[Any, ...] = ()
+    if spec.problem_type in ("binary", "multiclass"):
+        # Plain labels, not a pandas 'category': frameworks differ in how they treat a category target.
+        y = y.astype(object)
+        classes = tuple(sorted((_plain(v) for v in y.dropna().unique()), key=str))
+    task = TaskInfo(
+        problem_type=spec.problem_type,
+        target=spec.target,
+        metric=str(spec.metric),
+        column_roles={c: r for c, r in spec.columns.items() if c in features},
+        classes=classes,
+    )
+    X_train, y_train = X.iloc[train_rows].reset_index(drop=True), y.iloc[train_rows].reset_index(drop=True)
+    X_test, y_test = X.iloc[test_rows].reset_index(drop=True), y.iloc[test_rows].reset_index(drop=True)
+    costs.update(train_rows=float(len(train_rows)), test_rows=float(len(test_rows)))
+    info["classes"] = list(classes)
+
+    params = dict(payload.get("params", {}))
+    info["params"] = params
+    # What the child really runs under (the parent set it): the record to check enforcement by.
+    info["affinity"] = sorted(os.sched_getaffinity(0))
+    info["environment"] = {
+        name: os.environ.get(name, "")
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+    }
+    workdir = job_dir / WORK_DIR
+    workdir.mkdir(parents=True, exist_ok=True)
+    budget = job.budget
+
+    mark_stage(job_dir, "starting the framework")
+    started = time.perf_counter()
+    adapter.start(budget, workdir)
+    info["startup_s"] = time.perf_counter() - started
+
+    mark_stage(job_dir, "fitting")
+    started = time.perf_counter()
+    model = adapter.fit(
+        X_train, y_train, task=task, budget=budget, params=params, workdir=workdir, seed=job.seed
+    )
+    costs["fit_s"] = time.perf_counter() - started
+
+    mark_stage(job_dir, "predicting")
+    started = time.perf_counter()
+    predictions = model.predict(X_test)
+    costs["predict_s"] = time.perf_counter() - started
+    costs["throughput_rows_s"] = len(X_test) / max(costs["predict_s"], 1e-9)
+    table = pd.DataFrame(
+        {"row": test_rows, "truth": y_test.to_numpy(), "prediction": np.asarray(predictions)}
+    )
+    if task.is_classification:
+        started = time.perf_counter()
+        proba = model.predict_proba(X_test)
+        info["predict_proba_s"] = time.perf_counter() - started
+        for label in classes:
+            table[f"proba_{label}"] = proba[label].to_numpy(dtype=float)
+
+    mark_stage(job_dir, "saving")
+    model_dir = job_dir / MODEL_DIR
+    model.save(model_dir)
+    write_model_identity(model_dir, adapter, task)
+    table.to_csv(job_dir / PREDICTIONS_FILE, index=False)
+    costs["models_count"] = float(model.models_count)
+    info.update(model.info())
+
+    mark_stage(job_dir, "measuring latency")
+    started = time.perf_counter()
+    latencies = _latencies_ms(model, X_test, int(payload.get("latency_calls", 100)))
+    info["latency_measure_s"] = time.perf_counter() - started
+    costs["latency_p50_ms"] = float(np.percentile(latencies, 50))
+    costs["latency_p99_ms"] = float(np.percentile(latencies, 99))
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _own_usage() -> dict[str, float]:
+    """This process's (and its reaped children's) CPU seconds and peak RSS, from the kernel."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "cpu_s": me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime,
+        "peak_rss_mb": max(me.ru_maxrss, children.ru_maxrss) / 1024,  # Linux reports KiB
+    }
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when the watchdog's process dies (no orphaned jobs)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the watchdog's own kill is all there is
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def main(argv: list[str]) -> int:
+    # A native crash (segfault, abort) then leaves a Python traceback in the log for the parent.
+    faulthandler.enable()
+    job_dir = Path(argv[1]).resolve()
+    payload = json.loads((job_dir / JOB_FILE).read_text())
+    _die_with_parent()
+    # Pin first, before numpy & co start their thread pools.
+    if payload.get("cpus"):
+        os.sched_setaffinity(0, payload["cpus"])
+
+    from tasks.frameworks.registry import get_adapter
+    from tasks.results import JobResult
+
+    result = JobResult(job_key=payload["job_key"], started_utc=now_utc())
+    costs: dict[str, float] = {}
+    info: dict[str, Any] = {}
+    adapter = None
+    try:
+        adapter = get_adapter(payload["job"]["framework"])
+        result.framework_version = adapter.version() or ""
+        run(job_dir, payload, costs, info)
+        result.status = "ok"
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
+        result.status = "failed"
+        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        result.error = f"{first}\n{error_tail(traceback.format_exc())}"
+    finally:
+        if adapter is not None:
+            try:
+                adapter.stop()
+            except Exception as exc:  # noqa: BLE001
+                info["stop_error"] = repr(exc)
+    info["worker_usage"] = _own_usage()
+    result.costs, result.info, result.ended_utc = costs, info, now_utc()
+    mark_stage(job_dir, "done")
+    result.save(job_dir)
+    return 0 if result.status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,67 @@
+"""Real AutoML systems through the whole job path: child process, watchdog, harness scores.
+
+AutoGluon, H2O and FLAML each run one job on a tiny dataset with their tiny test settings; the
+result must be scored by the harness with the one vocabulary, and the saved model folder must
+load again and reproduce the predictions the job recorded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from jobs_support.tiny_project import make_project
+
+from tasks.frameworks.registry import get_adapter, load_saved_model
+from tasks.jobs import run_job
+from tasks.plan import Job
+from tasks.results import MODEL_DIR, PREDICTIONS_FILE, JobResult
+from tasks.specs import Budget
+from tasks.vocabulary import COST_METRICS, RESULT, SCORE_METRICS
+
+pytestmark = pytest.mark.integration
+BUDGET = Budget(name="tiny", time_s=15, cores=1, memory_mb=4096)
+
+
+@pytest.mark.parametrize(
+    ("framework", "problem_type"),
+    [("autogluon", "binary"), ("h2o", "regression"), ("flaml", "multiclass")],
+)
+def test_real_framework_job_is_scored_and_its_model_reloads(
+    framework: str, problem_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = get_adapter(framework)
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=120)[problem_type]
+    job = Job("integration", spec.name, "v0", framework, None, 0, 0, BUDGET, adapter.test_params())
+    job_dir = tmp_path / "runs" / framework
+
+    result = run_job(job, spec, job_dir)
+
+    assert result.status == "ok", result.error
+    assert result == JobResult.load(job_dir)
+    assert set(result.scores) == {*SCORE_METRICS[problem_type], RESULT}
+    assert all(np.isfinite(v) for v in result.scores.values())
+    assert set(result.costs) <= set(COST_METRICS)
+    assert result.costs["models_count"] >= 1 and result.costs["peak_rss_mb"] > 0
+    assert result.framework_version == adapter.version()
+    assert result.info["startup_s"] >= 0
+
+    recorded = pd.read_csv(job_dir / PREDICTIONS_FILE)
+    assert len(recorded) == result.costs["test_rows"]
+    frame = pd.read_csv(spec.path)
+    X_test = frame.iloc[recorded["row"].to_numpy()].drop(columns=["label"]).reset_index(drop=True)
+    X_test["color"] = X_test["color"].astype("category")
+    model, task = load_saved_model(job_dir / MODEL_DIR)
+    try:
+        again = np.asarray(model.predict(X_test))
+    finally:
+        adapter.stop()
+    if task.is_classification:
+        assert list(map(str, again)) == list(map(str, recorded["prediction"]))
+    else:
+        np.testing.assert_allclose(again.astype(float), recorded["prediction"].to_numpy(), rtol=1e-6)

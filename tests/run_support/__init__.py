@@ -1,0 +1,1 @@
+"""Test helpers for suite runs: a scratch project with suites, the CLI in a subprocess, the record."""

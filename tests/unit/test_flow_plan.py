@@ -1,0 +1,148 @@
+"""Planning a run: names checked up front, narrowing, parallelism, the leaderboard."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.benchmark import Record, leaderboard, resolve_plan, summary_markdown
+from flows.dispatch import GpuPool, max_parallel_jobs
+from tasks.errors import UserError
+from tasks.frameworks.registry import all_adapters
+from tasks.plan import Job
+from tasks.results import JobResult
+from tasks.specs import Budget, load_dataset_spec, load_suite
+
+ROOT = Path(__file__).resolve().parents[2]
+ONE_CORE = Budget(name="b", time_s=10, cores=1, memory_mb=1024)
+
+
+def test_shipped_suites_name_only_known_frameworks_and_datasets() -> None:
+    smoke = load_suite("smoke")
+    assert {load_dataset_spec(name).problem_type for name in smoke.datasets} == {
+        "binary", "multiclass", "regression"}
+    assert smoke.folds == 2 and smoke.budget == "smoke"
+    for suite in (smoke, load_suite("nightly")):
+        assert {ref.name for ref in suite.frameworks} <= set(all_adapters())
+    assert {ref.name for ref in smoke.frameworks} >= {"constant", "hgb", "rf", "autogluon", "h2o", "flaml"}
+
+
+def test_narrowing_keeps_the_suites_entries() -> None:
+    plan = resolve_plan("smoke", ["hgb", "constant"], ["penguins"], 1, "test")
+    assert [ref.id for ref in plan.frameworks] == ["hgb", "constant"]
+    assert [spec.name for spec in plan.datasets] == ["penguins"]
+    assert plan.folds == 1 and plan.budget.name == "test"
+    assert plan.selection()["frameworks"] == [{"name": "hgb"}, {"name": "constant"}]
+    # what an execution recorded plans the same jobs again
+    again = resolve_plan("smoke", plan.selection()["frameworks"], ["penguins"], 1, "test")
+    assert again.frameworks == plan.frameworks
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        (("no_such_suite",), "unknown suite 'no_such_suite'"),
+        (("smoke", ["no_such_framework"]), "unknown framework 'no_such_framework'"),
+        (("smoke", None, ["no_such_dataset"]), "unknown dataset 'no_such_dataset'"),
+        (("smoke", None, None, None, "no_such_budget"), "unknown budget 'no_such_budget'"),
+        (("smoke", None, None, 0), "--folds must be at least 1"),
+        (("smoke", ["hgb:no_such_variant"]), "no_such_variant"),
+    ],
+)
+def test_bad_names_are_one_sentence(arguments: tuple, fragment: str) -> None:
+    with pytest.raises(UserError, match=fragment.replace("(", r"\(")):
+        resolve_plan(*arguments)
+
+
+def test_a_suite_with_a_wrong_field_is_a_user_error(tmp_path: Path) -> None:
+    suite = tmp_path / "bad.yaml"
+    suite.write_text("datasets: [penguins]\nframeworks: [constant]\nfolds: two\n")
+    with pytest.raises(UserError, match="field 'folds'"):
+        resolve_plan(str(suite))
+
+
+def test_cli_bad_suite_exits_2_with_one_sentence() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", "no_such_suite"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 2
+    assert "unknown suite 'no_such_suite'" in completed.stderr
+    assert "Traceback" not in completed.stderr + completed.stdout
+
+
+def test_cli_conflicting_execution_options_exit_2() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", "smoke", "--new", "--retry-failed"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 2 and "at most one of" in completed.stderr
+
+
+@pytest.mark.parametrize(("cores", "cpus", "expected"), [(1, 2, 2), (2, 2, 1), (4, 2, 1), (2, 16, 8)])
+def test_parallel_jobs_follow_the_cores(cores: int, cpus: int, expected: int) -> None:
+    budget = ONE_CORE.model_copy(update={"cores": cores})
+    assert max_parallel_jobs(budget, cpu_count=cpus, gpu_count=0) == expected
+
+
+def test_parallel_gpu_jobs_follow_the_devices() -> None:
+    budget = ONE_CORE.model_copy(update={"gpus": 1})
+    assert max_parallel_jobs(budget, cpu_count=16, gpu_count=2) == 2
+    # no GPU at all: the jobs are skipped quickly, so they need not queue
+    assert max_parallel_jobs(budget, cpu_count=16, gpu_count=0) == 16
+
+
+def test_gpu_pool_hands_out_distinct_devices() -> None:
+    pool = GpuPool(3)
+    first, second = pool.take(2), pool.take(1)
+    assert first == [0, 1] and second == [2]
+    assert pool.take(1) is None
+    pool.give_back(first)
+    assert sorted(pool.take(2) or []) == [0, 1]
+
+
+def _record(dataset: str, framework: str, fold: int, status: str, result: float | None) -> Record:
+    job = Job("s", dataset, "v", framework, None, fold, 0, ONE_CORE)
+    scores = {"result": result} if result is not None else {}
+    return Record(job, JobResult(job.key, status=status, scores=scores, costs={"fit_s": 1.0}), "auc")
+
+
+def test_leaderboard_ranks_by_mean_result_and_counts_failures() -> None:
+    rows = leaderboard([
+        _record("d", "a", 0, "ok", 0.8), _record("d", "a", 1, "ok", 0.6),
+        _record("d", "b", 0, "ok", 0.9), _record("d", "b", 1, "timeout", None),
+        _record("d", "c", 0, "failed", None),
+    ])
+    assert [row.framework for row in rows] == ["b", "a", "c"]
+    a = rows[1]
+    assert a.result_mean == pytest.approx(0.7) and a.result_std == pytest.approx(0.1414, abs=1e-3)
+    assert rows[0].failures == 1 and rows[0].failure_statuses == ["timeout"]
+    assert rows[2].result_mean is None and rows[2].as_table_row()["result"] == ""
+    markdown = summary_markdown("s", "e1", rows, {"ok": 3, "failed": 1}, {"x": "too few rows"})
+    assert "| d | b |" in markdown and "**x**: too few rows" in markdown
+
+
+def test_h2o_without_java_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no java on it
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(UserError, match="Java"):
+        resolve_plan("smoke", ["h2o"])
+
+
+def test_retry_or_resume_needs_an_execution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.benchmark import check_execution_choice
+    from tasks.tracking import log as tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.raises(UserError, match="no execution to retry"):
+        check_execution_choice("smoke", retry_failed=True)
+    with pytest.raises(UserError, match="no execution 'nope' of suite 'smoke'"):
+        check_execution_choice("smoke", "nope")
+    execution = tracking.start_execution("smoke")
+    check_execution_choice("smoke", retry_failed=True)
+    check_execution_choice("smoke", execution.execution_id)
+    with pytest.raises(UserError, match="of suite 'nightly'"):
+        check_execution_choice("nightly", execution.execution_id)  # another suite's execution

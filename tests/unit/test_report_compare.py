@@ -1,0 +1,93 @@
+"""compare: a real regression is flagged and explained; seed noise is not."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # bench/ holds the synthetic-run helper; it is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from bench.synthetic_runs import SyntheticSuite, synthetic_jobs  # noqa: E402
+from tasks.report.compare import compare, diagnostic_rows, markdown, shapley  # noqa: E402
+
+CELL = ("ds00_binary", "hgb")
+FIVE_POINTS = 0.05 / 0.45  # the synthetic AUC is 0.5 + 0.45 * quality
+
+
+def _runs(seeds: tuple[int, ...], **kwargs) -> pd.DataFrame:  # noqa: ANN003
+    return synthetic_jobs(SyntheticSuite(datasets=3, seeds=seeds, **kwargs))
+
+
+def test_seed_noise_is_not_a_regression() -> None:
+    result = compare(_runs((0, 1, 2)), _runs((3, 4, 5)))
+    assert not result.regressed
+    assert result.table["differing factors"].eq("").all()
+
+
+def test_an_injected_five_point_drop_is_flagged_and_attributed() -> None:
+    candidate = _runs((3, 4, 5), shift={CELL: -FIVE_POINTS}, overrides={"framework_version": "2.0.0"})
+    result = compare(_runs((0, 1, 2)), candidate)
+    flagged = result.regressions
+    assert flagged[["dataset", "framework", "metric"]].values.tolist() == [[*CELL, "result"]]
+    row = flagged.iloc[0]
+    assert row["change"] == pytest.approx(-0.05, abs=0.005)
+    assert row["z"] < -3
+    assert row["main factor"] == "framework_version"
+    table = diagnostic_rows(result)
+    assert {"metric", "current", "baseline", "change", "main factor"} <= set(table.columns)
+    assert "REGRESSION" in markdown(result, "base", "cand")
+
+
+def test_a_small_drop_within_the_threshold_is_not_flagged() -> None:
+    candidate = _runs((3, 4, 5), shift={CELL: -0.005 / 0.45})
+    assert not compare(_runs((0, 1, 2)), candidate).regressed
+
+
+def test_cost_regression_needs_the_cost_threshold() -> None:
+    base = _runs((0, 1, 2))
+    slower = base.copy()
+    mask = (slower["dataset"] == CELL[0]) & (slower["framework"] == CELL[1])
+    slower.loc[mask, "fit_s"] *= 1.6
+    flagged = compare(base, slower).regressions
+    assert flagged[["framework", "metric"]].values.tolist() == [["hgb", "fit_s"]]
+
+
+def test_candidate_failures_are_a_regression() -> None:
+    result = compare(_runs((0, 1, 2)), _runs((0, 1, 2), fail=[CELL]))
+    assert result.regressions[["dataset", "framework", "metric"]].values.tolist() == [[*CELL, "result"]]
+
+
+def test_shapley_values_of_a_known_game() -> None:
+    # v(S): additive 3 for a, 1 for b, plus 2 when both: Shapley gives a 4, b 2 (the synergy halves).
+    values = {frozenset(): 0.0, frozenset("a"): 3.0, frozenset("b"): 1.0, frozenset("ab"): 6.0}
+    split = shapley(["a", "b"], lambda s: values[frozenset(s)])
+    assert split == pytest.approx({"a": 4.0, "b": 2.0})
+
+
+def test_two_factors_split_by_shapley_when_runs_vary_one_at_a_time() -> None:
+    version, data = {"framework_version": "2.0.0"}, {"data_version": "md5-new"}
+    candidate = _runs((3, 4, 5), shift={CELL: -FIVE_POINTS}, overrides={**version, **data})
+    pool = pd.concat(
+        [
+            _runs((6, 7, 8), shift={CELL: -0.8 * FIVE_POINTS}, overrides=version),
+            _runs((6, 7, 8), shift={CELL: -0.2 * FIVE_POINTS}, overrides=data),
+        ]
+    )
+    without_pool = compare(_runs((0, 1, 2)), candidate).regressions.iloc[0]["main factor"]
+    assert "not separable" in without_pool and "framework_version" in without_pool
+    with_pool = compare(_runs((0, 1, 2)), candidate, pool=pool).regressions.iloc[0]["main factor"]
+    assert with_pool.startswith("framework_version (8")  # about 80% of the change
+
+
+def test_cells_run_on_one_side_only_are_listed_not_compared() -> None:
+    base = _runs((0, 1, 2))
+    candidate = _runs((3, 4, 5))
+    candidate = candidate[candidate["framework"] != "rf"]
+    result = compare(base, candidate)
+    assert "ds00_binary / rf (only in the baseline)" in result.unmatched
+    assert "rf" not in set(result.table["framework"]) and not result.regressed

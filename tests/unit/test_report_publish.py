@@ -1,0 +1,29 @@
+"""The flow's side of the nightly: artifact keys Prefect accepts, and a Failed state on regression."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from tasks.report.compare import TABLE_COLUMNS, Comparison, NightlyComparison
+from tasks.report.publish import artifact_key, regression_state
+
+
+def _nightly(regression: bool) -> NightlyComparison:
+    row = dict.fromkeys(TABLE_COLUMNS, "")
+    row.update({"change": -0.05, "change_pct": -6.0, "z": -9.0, "regression": regression})
+    return NightlyComparison("cand", "base", Comparison(pd.DataFrame([row], columns=TABLE_COLUMNS)), "# diag")
+
+
+def test_artifact_keys_are_lowercase_letters_digits_and_dashes() -> None:
+    key = artifact_key("regression", "My_Suite v2")
+    assert key == "regression-my-suite-v2"
+    assert re.fullmatch(r"[a-z0-9-]+", key)
+
+
+def test_a_regression_fails_the_flow_run_and_a_clean_night_does_not() -> None:
+    state = regression_state(_nightly(True))
+    assert state is not None and state.is_failed() and "base" in state.message
+    assert regression_state(_nightly(False)) is None
+    assert regression_state(NightlyComparison("cand", None, None, "no baseline")) is None

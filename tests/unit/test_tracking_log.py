@@ -1,0 +1,151 @@
+"""The MLflow record: experiment per suite, parent run per execution, one child run per job key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from run_support.job_folders import finished_job_folder, make_job, write_job_folder
+
+from tasks.plan import Job
+from tasks.results import PREDICTIONS_FILE, JobResult
+from tasks.tracking import log as tracking
+from tasks.tracking import store
+from tasks.vocabulary import COST_METRICS, EXECUTION_TAGS, JOB_PARAMS, JOB_TAGS, SCORE_METRICS
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project root of its own, so the embedded store lives in tmp_path."""
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path
+
+
+def log(execution: tracking.Execution, job: Job, job_dir: Path) -> tracking.LoggedJob:
+    return tracking.log_job_dir(finished_job_folder(job_dir, execution, job))
+
+
+def test_embedded_store_is_under_the_project_root(home: Path) -> None:
+    assert store.tracking_uri() == f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
+    assert "site-packages" in mlflow.__file__  # the project's mlflow/ folder never shadows the library
+
+
+def test_tracking_uri_from_environment_wins(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5999")
+    assert store.tracking_uri() == "http://127.0.0.1:5999"
+    assert store.artifact_location("unit") is None
+
+
+def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: Path) -> None:
+    execution = tracking.start_execution("unit", team="ml", selection={"folds": 1}, budget="test")
+    job = make_job()
+    job_dir = home / "runs" / job.key
+    logged = log(execution, job, job_dir)
+
+    run = store.client().get_run(logged.run_id)
+    assert run.data.tags["mlflow.parentRunId"] == execution.execution_id
+    assert set(JOB_TAGS) - {"error"} <= set(run.data.tags)
+    assert run.data.tags["status"] == "ok" and run.data.tags["team"] == "ml"
+    assert set(run.data.metrics) == set(SCORE_METRICS["binary"]) | {"result", "fit_s", "predict_s",
+                                                                    "peak_rss_mb", "models_count"}
+    assert set(run.data.metrics) <= set(SCORE_METRICS["binary"]) | {"result"} | set(COST_METRICS)
+    assert {"fold", "seed", "budget_time_s", "param._note", "param.depth"} <= set(run.data.params)
+    assert all(name in JOB_PARAMS or name.startswith("param.") for name in run.data.params)
+    artifacts = {item.path for item in store.client().list_artifacts(logged.run_id)}
+    assert PREDICTIONS_FILE in artifacts
+
+    model = mlflow.pyfunc.load_model(f"runs:/{logged.run_id}/{tracking.PYFUNC_NAME}")
+    X = pd.DataFrame({"a": np.arange(12.0)})
+    recorded = pd.read_csv(job_dir / PREDICTIONS_FILE)
+    reloaded = model.predict(X)
+    assert list(reloaded.columns) == ["prediction", "proba_no", "proba_yes"]
+    assert reloaded["prediction"].astype(str).tolist() == recorded["prediction"].astype(str).tolist()
+    np.testing.assert_allclose(reloaded[["proba_no", "proba_yes"]], recorded[["proba_no", "proba_yes"]])
+
+    written = JobResult.load(job_dir)
+    [(key, read_back)] = tracking.recorded_results(execution.execution_id).items()
+    assert key == job.key and read_back.status == "ok"
+    assert read_back.scores == written.scores and read_back.costs == written.costs
+
+    parent = store.client().get_run(execution.execution_id)
+    assert set(parent.data.tags) >= set(EXECUTION_TAGS) - {"data_gate_failures"}
+    assert tracking.execution_selection(execution.execution_id) == {"folds": 1}
+
+
+def test_a_finished_job_key_is_recorded_once(home: Path) -> None:
+    execution = tracking.start_execution("unit")
+    job = make_job()
+    first = log(execution, job, home / "runs" / "a")
+    again = log(execution, job, home / "runs" / "b")
+    assert again.already_recorded and again.run_id == first.run_id
+    assert list(tracking.recorded_jobs(execution.execution_id)) == [job.key]
+
+
+def test_a_failed_record_is_replaced_not_duplicated(home: Path) -> None:
+    execution = tracking.start_execution("unit")
+    job = make_job()
+    job_dir = finished_job_folder(home / "runs" / job.key, execution, job, status="failed")
+    failed = tracking.log_job_dir(job_dir)
+    assert tracking.retryable_job_keys(execution.execution_id) == {job.key}
+    assert store.client().get_run(failed.run_id).data.tags["error"] == "RuntimeError: boom"
+
+    retried = log(execution, job, job_dir)
+    recorded = tracking.recorded_jobs(execution.execution_id)
+    assert recorded == {job.key: tracking.RecordedJob(retried.run_id, "ok")}
+    assert store.client().get_run(failed.run_id).info.lifecycle_stage == "deleted"
+
+
+def test_unlogged_job_folders_are_synced_later(home: Path) -> None:
+    execution = tracking.start_execution("unit")
+    jobs = [make_job(fold) for fold in range(2)]
+    for job in jobs:
+        finished_job_folder(home / "runs" / "unit" / job.key, execution, job)
+    still_running = home / "runs" / "unit" / "still-running"
+    tracking.write_pending(still_running, execution, make_job(5), problem_type="binary", metric="auc")
+    cut_short = home / "runs" / "unit" / "cut-short"  # the worker's own result, never scored
+    tracking.write_pending(cut_short, execution, make_job(6), problem_type="binary", metric="auc")
+    write_job_folder(cut_short, make_job(6))
+
+    assert len(tracking.pending_job_dirs()) == 2  # only finished, final results are pending
+    synced = tracking.sync_pending()
+    assert len(synced) == 2
+    assert tracking.pending_job_dirs() == []
+    assert set(tracking.finished_job_keys(execution.execution_id)) == {job.key for job in jobs}
+
+
+def test_latest_unfinished_execution(home: Path) -> None:
+    assert tracking.latest_execution("unit") is None
+    first = tracking.start_execution("unit")
+    tracking.finish_execution(first, summary_markdown="# done\n", data_gate_failures={"toy": "bad rows"})
+    assert tracking.latest_execution("unit", unfinished_only=True) is None
+    assert tracking.latest_execution("unit") == first.execution_id
+    second = tracking.start_execution("unit")
+    tracking.mark_unfinished(second)
+    assert tracking.latest_execution("unit", unfinished_only=True) == second.execution_id
+    reopened = tracking.open_execution(second.execution_id)
+    assert reopened.execution_id == second.execution_id
+    tags = store.client().get_run(first.execution_id).data.tags
+    assert tags["execution_state"] == "finished" and tags["data_gate_failures"] == "toy: bad rows"
+
+
+def test_an_unreachable_tracking_server_loses_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.cli_run import sync_command
+
+    execution = tracking.start_execution("unit")
+    job = make_job()
+    job_dir = finished_job_folder(home / "runs" / "unit" / job.key, execution, job)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "3")
+    with pytest.raises(Exception):  # noqa: B017 - whatever the HTTP client raises
+        tracking.log_job_dir(job_dir)
+    assert tracking.pending_job_dirs() == [job_dir]  # the result waits on disk
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the store is back
+    sync_command()
+    assert tracking.pending_job_dirs() == []
+    assert set(tracking.recorded_jobs(execution.execution_id)) == {job.key}
