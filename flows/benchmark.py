@@ -260,7 +260,8 @@ def check_execution_choice(suite: str, execution: str = "auto", retry_failed: bo
                         f"its id is the parent run id shown by `automl-eval run {name}`.")
 
 
-def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool, team: str):  # noqa: ANN202
+def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool, team: str,  # noqa: ANN202
+                      trigger: str):
     from tasks.tracking import log as tracking
 
     if retry_failed:
@@ -275,7 +276,8 @@ def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool
         unfinished = tracking.latest_execution(suite, unfinished_only=True)
         if unfinished is not None:
             return tracking.open_execution(unfinished)
-    return tracking.start_execution(suite, team=team, selection=plan.selection(), budget=plan.budget.name)
+    return tracking.start_execution(suite, team=team, selection=plan.selection(), budget=plan.budget.name,
+                                    trigger=trigger)
 
 
 @flow(name="benchmark", flow_run_name="{suite}", log_prints=True)
@@ -289,11 +291,14 @@ def benchmark(
     execution: str = "auto",
     retry_failed: bool = False,
     parallel: int | None = None,
+    trigger: str = "cli",
 ) -> dict[str, Any]:
-    """Run a suite (narrowed by the other arguments), record every job in MLflow, publish the leaderboard.
+    """Run a suite (narrowed by the other arguments), record every job in MLflow, publish the leaderboard
+    and the report.
 
     execution: "auto" (resume the latest unfinished execution, else start one), "new", or an
     execution id to resume. retry_failed: re-run the failed/timeout/memory jobs of the latest execution.
+    trigger: what started it (cli, manual, nightly), tagged on a fresh execution.
     """
     from tasks.tracking import log as tracking
 
@@ -303,7 +308,7 @@ def benchmark(
         logger.warning("some finished jobs could not be logged yet (%s); `automl-eval sync` retries.", exc)
 
     plan = resolve_plan(suite, frameworks, datasets, folds, budget)
-    chosen = _choose_execution(suite, plan, execution, retry_failed, team or "")
+    chosen = _choose_execution(suite, plan, execution, retry_failed, team or "", trigger)
     narrowed = any(v is not None for v in (frameworks, datasets, folds, budget))
     recorded_selection = tracking.execution_selection(chosen.execution_id)
     if recorded_selection and not narrowed:
@@ -318,6 +323,11 @@ def benchmark(
     gate_failures = {
         name: gate["reason"] or "data gate failed" for name, gate in gates.items() if not gate["ok"]
     }
+    aligned = [name for name, gate in gates.items() if gate["ok"]]
+    try:
+        tracking.log_alignment_reports(chosen, aligned)  # multimodal only; others have none
+    except Exception as exc:
+        logger.warning("alignment reports not attached to execution %s: %s", chosen.execution_id, exc)
     jobs = plan_jobs(plan, versions)
     specs = {spec.name: spec for spec in plan.datasets}
     contexts = {
@@ -371,6 +381,7 @@ def benchmark(
         tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures)
     else:
         tracking.mark_unfinished(chosen)
+    report_folder = report_and_publish(chosen.execution_id, plan.suite.name)
     return {
         "suite": plan.suite.name,
         "execution_id": chosen.execution_id,
@@ -380,5 +391,23 @@ def benchmark(
         "gate_failures": gate_failures,
         "leaderboard": [row.__dict__ for row in rows],
         "summary": markdown,
+        "report": report_folder,
     }
+
+
+def report_and_publish(execution_id: str, suite: str) -> str:
+    """The report (folder, `report/` on the parent run, Prefect artifacts); its folder, or "" if none.
+
+    A report that cannot be built (e.g. no job ran) must not fail a benchmark whose jobs are
+    recorded: `automl-eval report` can build it later.
+    """
+    try:
+        from tasks.report.build import default_folder
+        from tasks.report.publish import after_execution
+
+        after_execution(execution_id, suite, compare_previous=False)  # a nightly compares by itself
+        return str(default_folder(f"{suite}-{execution_id[:8]}"))
+    except Exception as exc:
+        logger.warning("no report for execution %s: %s", execution_id, exc)
+        return ""
 

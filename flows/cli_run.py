@@ -168,13 +168,16 @@ def run_command(
         try:
             outcome = benchmark(suite, frameworks=framework_names, datasets=dataset_names, folds=folds,
                                 budget=budget, team=team, execution=execution, retry_failed=retry_failed,
-                                parallel=parallel)
+                                parallel=parallel, trigger="cli")
         finally:
             set_progress_listener(None)
     print_leaderboard(outcome["leaderboard"], outcome["suite"], outcome["execution_id"])
     counts = ", ".join(f"{status} {count}" for status, count in sorted(outcome["counts"].items()))
     console.print(f"{outcome['planned']} jobs ({counts}); ran {outcome['ran']} now in "
                   f"{time.perf_counter() - started:.0f} s.")
+    if outcome.get("report"):
+        console.print(f"Report: {outcome['report']}/report.md (also on the execution's MLflow run).",
+                      highlight=False)
     for name, why in outcome["gate_failures"].items():
         console.print(f"[yellow]skipped dataset {name}[/]: {why}", highlight=False)
     for failure in bar.failures:

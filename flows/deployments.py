@@ -58,7 +58,7 @@ def manual(
     from flows.benchmark import benchmark
 
     return benchmark(suite=suite, frameworks=frameworks or None, datasets=datasets or None,
-                     folds=folds, budget=budget, team=team or None, execution="new")
+                     folds=folds, budget=budget, team=team or None, execution="new", trigger="manual")
 
 
 @flow(name="automl-eval-nightly", flow_run_name="nightly-{suite}", log_prints=True)
@@ -69,7 +69,7 @@ def nightly(suite: str = NIGHTLY_SUITE, team: str = "nightly") -> Any:
     from flows.benchmark import benchmark
 
     with tags("nightly"):
-        outcome = benchmark(suite=suite, team=team, execution="new")
+        outcome = benchmark(suite=suite, team=team, execution="new", trigger="nightly")
     regressed = _compare_with_previous_nightly(outcome)
     return regressed if regressed is not None else outcome
 

@@ -30,7 +30,7 @@ import pandas as pd
 from tasks.errors import UserError
 from tasks.multimodal.cards import FEATURE_SEPARATOR, MultimodalCard, labels_path, multimodal_card
 from tasks.multimodal.clock import TIME, CleanStream, read_stream
-from tasks.multimodal.combinations import all_combinations, split_name
+from tasks.multimodal.combinations import split_name
 from tasks.multimodal.offsets import estimate_offset, residual_skews, sync_signal
 from tasks.multimodal.windows import SEGMENT, WINDOW_START, window_table
 from tasks.specs import DatasetSpec, load_dataset_spec
@@ -336,16 +336,12 @@ def save_table(spec: DatasetSpec, table: pd.DataFrame) -> None:
     Folds come from the same function `automl-eval datasets build` uses, so the table has one
     assignment whichever step wrote it last.
     """
-    from tasks.data import folds, load
-    from tasks.data.materialize import canonical_csv, write_if_changed
+    from tasks.data import load
+    from tasks.data.materialize import canonical_csv, save_folds, write_if_changed
 
     write_if_changed(spec.path, canonical_csv(table, spec))
-    typed = load.load_frame(spec)
-    assignment = folds.folds_csv_bytes(folds.assign_folds(typed, spec, folds.fold_settings(spec)))
-    write_if_changed(folds.folds_path(spec), assignment)
-    # Every modality combination is scored on exactly the same rows and folds as the whole.
-    for name in all_combinations(spec):
-        write_if_changed(folds.folds_path(spec.model_copy(update={"name": name})), assignment)
+    # Every modality combination gets the same folds file: scored on the same rows and folds.
+    save_folds(spec, load.load_frame(spec))
 
 
 def main(argv: list[str]) -> int:

@@ -35,6 +35,28 @@ COST_METRICS: dict[str, str] = {
     "test_rows": "rows in the test part of the fold",
 }
 
+# Alignment figures of a multimodal dataset (tasks/align.py AlignmentReport.metrics), MLflow metrics
+# on each job run of that dataset or of one of its modality combinations. STREAM is a stream of the
+# card (e.g. align_gyro_offset_ms).
+ALIGNMENT_METRICS: dict[str, str] = {
+    "align_passed": "1 if the streams aligned within tolerance (the gate passed), else 0",
+    "align_tolerance_ms": "residual clock skew the gate allows, ms",
+    "align_residual_max_ms": "largest residual skew left after offset correction, any stream, ms",
+    "align_grid_rows": "rows of the common time grid",
+    "align_aligned_rows": "grid rows every stream has a sample for",
+    "align_windows_kept": "windows in the table (rows the frameworks see)",
+    "align_windows_dropped": "windows dropped (too few aligned rows or no clear label)",
+    "align_STREAM_offset_ms": "clock offset estimated for the stream and subtracted, ms",
+    "align_STREAM_residual_mean_ms": "mean residual skew of the stream after correction, ms",
+    "align_STREAM_residual_max_ms": "largest residual skew of the stream after correction, ms",
+    "align_STREAM_coverage": "share of the common grid the stream has a sample for",
+    "align_STREAM_dropped_share": "share of the stream's raw samples that reach no aligned row",
+    "align_STREAM_correlation": "strength of the shared-signal match behind the offset estimate",
+    "align_STREAM_duplicates_dropped": "samples dropped for repeating a timestamp",
+    "align_STREAM_missing_samples": "samples missing from the stream, implied by gaps in its clock",
+    "align_STREAM_unmatched_grid_rows": "grid rows with no sample of the stream within the join tolerance",
+}
+
 # Tags on every job run (child run). Values are strings.
 JOB_TAGS: dict[str, str] = {
     "suite": "suite name",
@@ -80,6 +102,7 @@ EXECUTION_TAGS: dict[str, str] = {
     "execution_state": "running | finished (an unfinished execution is resumed by the next run)",
     "budget": "budget name",
     "team": "team tag given at run time",
+    "trigger": "what started the execution: cli, manual or nightly (nightlies compare with nightlies)",
     "git_sha": "commit of the automl-eval checkout",
     "app_version": "automl-eval version",
     "host": "host that ran the flow",

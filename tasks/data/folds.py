@@ -3,6 +3,9 @@
 Classification folds are stratified, regression folds shuffled, both from a fixed seed
 (params.yaml `folds`, or the card's own `folds`). Exact duplicate rows are kept together in one
 fold, so no row of a test part also sits in its train part (datasets such as randhie repeat rows).
+A card may name a group column (`fold_groups: COLUMN`; multimodal tables group by their `segment`
+column unless the card says otherwise): rows sharing its value also share a fold, so windows cut
+from one recording never sit on both sides of a split.
 The assignment is saved next to the data, ``datasets/NAME.folds.csv``, and pinned with it by DVC.
 """
 
@@ -13,12 +16,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from tasks import paths
 from tasks.errors import UserError
 from tasks.specs import DatasetSpec, read_yaml
 
 FOLD_COLUMN = "fold"
+# The aligned table of a multimodal dataset (tasks/multimodal/windows.py SEGMENT): windows of one
+# label segment come from one recording, so they are near copies of one another.
+MULTIMODAL_GROUP_COLUMN = "segment"
 
 
 @dataclass(frozen=True)
@@ -43,15 +51,42 @@ def fold_settings(spec: DatasetSpec | None = None) -> FoldSettings:
     return FoldSettings(k=k, seed=seed)
 
 
+def group_column(spec: DatasetSpec) -> str | None:
+    """The column whose equal values must share a fold: the card's `fold_groups`; without it, a
+    multimodal table's `segment` column, and no column for any other dataset."""
+    declared = (spec.model_extra or {}).get("fold_groups")
+    if declared is None and spec.modality == "multimodal" and MULTIMODAL_GROUP_COLUMN in spec.columns:
+        return MULTIMODAL_GROUP_COLUMN
+    if declared is not None and (not isinstance(declared, str) or declared not in spec.columns):
+        raise UserError(
+            f"{spec.card_path or spec.name}: field 'fold_groups' must name one of the card's "
+            f"columns, not {declared!r}."
+        )
+    return declared
+
+
 def row_groups(frame: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     """Group id per row: identical rows share one id, numbered by first appearance.
 
     Identity and bookkeeping columns (roles id, ignore) are left out: a row number must not make
-    two otherwise identical rows look different.
+    two otherwise identical rows look different. With a group column (see `group_column`), rows
+    of one group value join one group too, together with every row identical to one of them.
     """
     compared = [c for c in frame.columns if spec.columns.get(c) not in ("id", "ignore")]
     hashed = pd.util.hash_pandas_object(frame[compared], index=False)
-    return pd.factorize(hashed)[0]
+    identical = pd.factorize(hashed)[0]
+    column = group_column(spec)
+    if column is None:
+        return identical
+    declared = pd.factorize(frame[column], use_na_sentinel=False)[0]
+    # Rows are linked through both ids; the connected parts are the groups.
+    n_rows, n_identical = len(frame), int(identical.max()) + 1 if len(frame) else 0
+    links = coo_matrix(
+        (np.ones(n_rows), (identical, n_identical + declared)),
+        shape=(n_identical + int(declared.max()) + 1 if n_rows else 0,) * 2,
+    )
+    part = connected_components(links, directed=False)[1][identical]
+    return pd.factorize(part)[0]
 
 
 def assign_folds(frame: pd.DataFrame, spec: DatasetSpec, settings: FoldSettings) -> np.ndarray:

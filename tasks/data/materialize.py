@@ -58,6 +58,22 @@ def write_if_changed(path: Path, content: bytes) -> bool:
     return True
 
 
+def save_folds(spec: DatasetSpec, typed: pd.DataFrame) -> bool:
+    """Assign and save the dataset's folds; True if a folds file changed.
+
+    A multimodal dataset's modality combinations get the very same file: every combination is
+    scored on exactly the same rows and folds as the whole.
+    """
+    content = folds.folds_csv_bytes(folds.assign_folds(typed, spec, folds.fold_settings(spec)))
+    written = write_if_changed(folds.folds_path(spec), content)
+    if spec.modality == "multimodal":
+        from tasks.multimodal.combinations import all_combinations
+
+        for name in all_combinations(spec):
+            written |= write_if_changed(folds.folds_path(spec.model_copy(update={"name": name})), content)
+    return written
+
+
 def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materialized:
     """Write the dataset's file (packaged sources only) and its saved folds (every dataset).
 
@@ -77,8 +93,7 @@ def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materiali
         )
     # Folds come from the file as every consumer reads it, so they always match what is loaded.
     typed = load.load_frame(spec)
-    assignment = folds.assign_folds(typed, spec, folds.fold_settings(spec))
-    written |= write_if_changed(folds.folds_path(spec), folds.folds_csv_bytes(assignment))
+    written |= save_folds(spec, typed)
     return Materialized(
         name=spec.name,
         rows=len(typed),

@@ -54,6 +54,18 @@ class FeatureSchema:
         return cls(data["columns"], data["levels"])
 
 
+def text_as_strings(frame: pd.DataFrame, task: TaskInfo) -> pd.DataFrame:
+    """Text columns (role text) as plain Python strings, a missing text as the empty string.
+
+    For systems that build their own text features from string columns (AutoGluon's n-grams):
+    a single row or a reloaded CSV must reach them typed as at fit time.
+    """
+    for column in frame.columns:
+        if task.column_roles.get(column) == "text":
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), "").astype(str)
+    return frame
+
+
 def search_seconds(time_s: float, share: float, reserve_s: float, floor_s: float = 5.0) -> float:
     """The time to hand an AutoML system so that its fit lands inside time_s.
 

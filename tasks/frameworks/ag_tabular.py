@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
+from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
 from tasks.specs import Budget
 
@@ -34,13 +34,16 @@ class AutoGluonModel(FittedModel):
         self.schema = schema
         self.task = task
 
+    def features(self, X: pd.DataFrame) -> pd.DataFrame:
+        return text_as_strings(self.schema.apply(X), self.task)
+
     def predict(self, X: pd.DataFrame) -> np.ndarray:
-        return np.asarray(self.predictor.predict(self.schema.apply(X)))
+        return np.asarray(self.predictor.predict(self.features(X)))
 
     def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
         if not self.task.is_classification:
             raise NotImplementedError("regression models have no class probabilities")
-        proba = self.predictor.predict_proba(self.schema.apply(X), as_multiclass=True)
+        proba = self.predictor.predict_proba(self.features(X), as_multiclass=True)
         return proba_frame(proba.to_numpy(), list(proba.columns), self.task)
 
     def save(self, model_dir: Path) -> None:
@@ -67,6 +70,8 @@ class AutoGluonAdapter(FrameworkAdapter):
     package = "autogluon.tabular"
     install_hint = "pip install 'autogluon.tabular[lightgbm,catboost]'"
     uses_gpu = True
+    # Raw text columns stay strings: AutoGluon turns them into its own n-gram features.
+    modalities = frozenset({"tabular", "multimodal", "text"})
 
     def variant_params(self, variant: str) -> dict[str, Any]:
         if variant not in PRESETS:
@@ -90,10 +95,10 @@ class AutoGluonAdapter(FrameworkAdapter):
         from autogluon.tabular import TabularPredictor
 
         _, fit_params = split_params(params)
-        # Text columns are dropped as for every tabular adapter (AutoGluon's own text features
-        # took 25-50 s of preprocessing on an 80-row frame here, before any model).
-        schema = FeatureSchema.learn(X, task)
-        train = schema.apply(X)
+        # Text columns are kept (as strings): AutoGluon's feature generator detects them and adds
+        # word n-gram counts and text statistics, no neural text model in the tabular presets.
+        schema = FeatureSchema.learn(X, task, keep_text=True)
+        train = text_as_strings(schema.apply(X), task)
         train[task.target] = y.to_numpy()
         predictor = TabularPredictor(
             label=task.target,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.errors import UserError
+from tasks.multimodal.modality_table import modality_markdown, modality_table
 from tasks.report import aggregate, amlb, elo, jobs, leaderboard, pareto, plots, ranking, stability
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
@@ -116,6 +117,10 @@ def build_report(
     if pareto_tables:
         pd.concat(pareto_tables, ignore_index=True).to_csv(folder / "pareto.csv", index=False)
     amlb.write_results_csv(table, folder / "results.csv")
+    # Multimodal suites run each modality combination as its own dataset BASE[STREAMS].
+    modalities = modality_table(table)
+    if not modalities.empty:
+        modalities.to_csv(folder / "modality.csv", index=False)
 
     markdown = _markdown(
         title,
@@ -132,6 +137,7 @@ def build_report(
         spread_threshold,
         notes,
         figures,
+        modality_markdown(modalities),
     )
     (folder / "report.md").write_text(markdown, encoding="utf-8")
     return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor)
@@ -178,6 +184,7 @@ def _markdown(
     spread_threshold: float,
     notes: list[str],
     figures: list[Path],
+    modalities: str = "",
 ) -> str:
     lines = [f"# Report: {title}", ""]
     lines += [
@@ -227,12 +234,23 @@ def _markdown(
         "",
     ]
     lines += ["## Leaderboard per dataset", "", _table(board), ""]
+    if modalities:
+        lines += [
+            "## Modality combinations",
+            "",
+            "Mean over folds per combination of streams; * = on the Pareto front of score (up) and "
+            "latency (down) within the dataset.",
+            "",
+            modalities,
+            "",
+        ]
     if notes:
         lines += ["## Notes", "", *[f"- {note}." for note in notes], ""]
     lines += [
         "## Files",
         "",
         "- results.csv: AMLB results.csv format (one row per job)",
+        *(["- modality.csv: the modality combination table"] if modalities else []),
         *[f"- ![{p.stem}]({p.name})" for p in figures],
         "",
     ]

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from tasks.vocabulary import (
+    ALIGNMENT_METRICS,
     COST_METRICS,
     EXECUTION_TAGS,
     JOB_PARAMS,
@@ -35,6 +36,7 @@ def _score_rows() -> list[tuple[str, str, str]]:
 def vocabulary_markdown() -> str:
     rows = _score_rows()
     rows += [("metric", name, text) for name, text in COST_METRICS.items()]
+    rows += [("metric", name, f"{text} (multimodal datasets)") for name, text in ALIGNMENT_METRICS.items()]
     rows += [("param", name, text) for name, text in JOB_PARAMS.items()]
     rows += [("job tag", name, text) for name, text in JOB_TAGS.items()]
     rows += [("execution tag", name, text) for name, text in EXECUTION_TAGS.items()]

@@ -26,8 +26,13 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 
 from tasks import paths
+from tasks.align import alignment_metrics
+from tasks.align import report_path as alignment_report_path
+from tasks.errors import UserError
+from tasks.multimodal.combinations import split_name
 from tasks.plan import Job
 from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
+from tasks.specs import load_dataset_spec
 from tasks.tracking import store
 from tasks.vocabulary import COST_METRICS, FINISHED_STATUSES, RESULT, RETRYABLE_STATUSES, SCORE_METRICS
 
@@ -103,9 +108,10 @@ def app_version() -> str:
 
 
 def start_execution(suite: str, *, team: str = "", selection: dict[str, Any] | None = None,
-                    budget: str = "") -> Execution:
+                    budget: str = "", trigger: str = "cli") -> Execution:
     """A fresh parent run; `selection` (frameworks, datasets, folds, budget) is kept as its params
-    so a later resume or retry re-plans exactly the same jobs."""
+    so a later resume or retry re-plans exactly the same jobs. `trigger` (cli, manual, nightly)
+    lets a nightly compare with earlier nightlies only."""
     client = store.client()
     experiment_id = store.experiment_id(experiment_name(suite))
     tags = {
@@ -113,6 +119,7 @@ def start_execution(suite: str, *, team: str = "", selection: dict[str, Any] | N
         "execution_state": "running",
         "budget": budget,
         "team": team,
+        "trigger": trigger,
         "git_sha": git_sha(),
         "app_version": app_version(),
         "host": platform.node(),
@@ -325,6 +332,37 @@ def _job_params(job: Job) -> dict[str, str]:
     return params
 
 
+def _alignment_metrics(dataset: str) -> dict[str, float]:
+    """The `align_*` figures of a multimodal dataset (none for others, or for an unknown card)."""
+    try:
+        return alignment_metrics(dataset)
+    except (UserError, OSError, ValueError, TypeError) as exc:
+        # The job's own figures matter more than these: a broken report must not block its record.
+        logger.warning("alignment figures of '%s' not logged: %s", dataset, exc)
+        return {}
+
+
+def log_alignment_reports(execution: Execution, datasets: list[str]) -> list[str]:
+    """Attach each multimodal dataset's alignment report to the execution's parent run.
+
+    Saved as the artifact `datasets/NAME.alignment.json` (one per base dataset, however many of its
+    modality combinations the suite runs); returns the artifact paths logged.
+    """
+    client = store.client()
+    logged = []
+    for base in sorted({split_name(name)[0] for name in datasets}):
+        try:
+            spec = load_dataset_spec(base)
+        except UserError:
+            continue
+        report = alignment_report_path(spec)
+        if spec.modality == "multimodal" and report.is_file():
+            with _write_lock:
+                client.log_artifact(execution.execution_id, str(report), artifact_path="datasets")
+            logged.append(f"datasets/{report.name}")
+    return logged
+
+
 def _job_metrics(result: JobResult) -> dict[str, float]:
     figures = {**result.scores, **result.costs}
     # No fake zeros: a figure that was not measured is simply absent from the run.
@@ -365,7 +403,8 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
                                 tags={"execution_id": execution.execution_id})
         run_id = run.info.run_id
         try:
-            _log_batches(run_id, _job_metrics(result), _job_params(job),
+            metrics = {**_alignment_metrics(job.dataset), **_job_metrics(result)}
+            _log_batches(run_id, metrics, _job_params(job),
                          _job_tags(execution, job, result, problem_type, metric))
             predictions = job_dir / PREDICTIONS_FILE
             if predictions.is_file():

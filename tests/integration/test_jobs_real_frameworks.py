@@ -65,3 +65,29 @@ def test_real_framework_job_is_scored_and_its_model_reloads(
         assert list(map(str, again)) == list(map(str, recorded["prediction"]))
     else:
         np.testing.assert_allclose(again.astype(float), recorded["prediction"].to_numpy(), rtol=1e-6)
+
+
+def test_autogluon_builds_its_own_text_features_from_raw_strings(tmp_path: Path) -> None:
+    from tasks.frameworks.base import TaskInfo
+
+    adapter = get_adapter("autogluon")
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    good = ["great taste, love it", "best snack ever", "delicious and fresh", "excellent rich coffee"]
+    bad = ["stale and awful", "tasted like cardboard", "broken package, bad smell", "too salty, threw it"]
+    # Each word in >= 30 rows: AutoGluon keeps n-grams seen that often.
+    texts = [f"{text} batch {i}" for i in range(40) for text in good + bad]
+    X = pd.DataFrame({"review": texts, "stars": np.arange(len(texts)) % 5})
+    y = pd.Series((["great"] * 4 + ["other"] * 4) * 40)
+    task = TaskInfo("binary", "score", "auc", {"review": "text", "stars": "numeric"}, ("great", "other"))
+
+    params = adapter.test_params()
+    model = adapter.fit(X, y, task=task, budget=BUDGET, params=params, workdir=tmp_path, seed=0)
+
+    assert model.predictor.feature_metadata_in.get_features(required_special_types=["text"]) == ["review"]
+    assert any(name.startswith("__nlp__.") for name in model.predictor.feature_metadata.get_features())
+    fresh = pd.DataFrame({"review": ["love it, delicious", None], "stars": [4, 1]})
+    model.save(tmp_path / "model")
+    again = adapter.load(tmp_path / "model", task)
+    expected = model.predict_proba(fresh).to_numpy()
+    np.testing.assert_array_equal(again.predict_proba(fresh).to_numpy(), expected)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from run_support.project import add_suites, executions, job_runs, run_cli
+from run_support.project import add_suites, client, executions, job_runs, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +40,11 @@ def shrink(home: Path, name: str, rows: int) -> None:
     spec = load_dataset_spec(name)
     assignment = folds.assign_folds(load_frame(spec), spec, folds.fold_settings(spec))
     folds.folds_path(spec).write_bytes(folds.folds_csv_bytes(assignment))
+
+
+def finished_report(home: Path, execution_id: str) -> str:
+    [folder] = (home / "reports").glob(f"*-{execution_id[:8]}")
+    return (folder / "report.md").read_text()
 
 
 def copy_streams(home: Path, catalog: Path, name: str) -> None:
@@ -100,6 +105,18 @@ def test_text_and_multimodal_suite_end_to_end(data_home, built_catalog: Path) ->
         assert runs[(combination, "rf")].data.tags["status"] == "ok", runs[(combination, "rf")].data.tags
         # Text frameworks read no sensor table: skipped with the reason, like rf on text.
         assert runs[(combination, "tfidf_logreg")].data.tags["status"] == "skipped"
+        # The alignment figures travel with every job of the dataset, and the report with the execution.
+        figures = runs[(combination, "rf")].data.metrics
+        assert figures["align_passed"] == 1.0
+        assert figures["align_gyro_offset_ms"] == pytest.approx(gyro["offset_ms"])
+    assert "align_passed" not in runs[("food_reviews", "rf")].data.metrics
+    parent = execution.info.run_id
+    assert execution.data.tags["trigger"] == "cli"
+    artifacts = client(home).list_artifacts(parent, "datasets")
+    assert [item.path for item in artifacts] == ["datasets/basic_motions.alignment.json"]
+    # The flow closes with the report: its modality table in the folder and on the parent run.
+    assert "report/modality.csv" in {item.path for item in client(home).list_artifacts(parent, "report")}
+    assert "## Modality combinations" in finished_report(home, parent)
 
     from tasks.multimodal.modality_table import modality_table
 

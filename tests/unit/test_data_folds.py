@@ -108,3 +108,25 @@ def test_bad_fold_parameters_name_the_file(data_home) -> None:
     (home / "params.yaml").write_text("folds:\n  k: 1\n  seed: 3\n")
     with pytest.raises(UserError, match=r"params\.yaml: field 'folds.k' must be an integer \(k >= 2\)"):
         fold_settings(load_dataset_spec("penguins"))
+
+
+def test_declared_groups_share_a_fold_and_keep_duplicates_together() -> None:
+    spec = _spec("binary").model_copy(update={"columns": {"x": "numeric", "rec": "id"}})
+    spec = DatasetSpec(**{**spec.model_dump(), "fold_groups": "rec"})
+    rec = np.repeat(np.arange(30), 4)  # 30 recordings, 4 windows each
+    x = np.arange(len(rec), dtype=float)
+    x[5] = x[0]  # a window of recording 1 repeats one of recording 0: both recordings join
+    frame = pd.DataFrame({"x": x, "rec": rec, "y": (rec // 2) % 2})
+    assignment = assign_folds(frame, spec, FoldSettings(k=5, seed=1))
+    assert (pd.Series(assignment).groupby(rec).nunique() == 1).all()
+    assert assignment[0] == assignment[4]
+    assert set(assignment) == set(range(5))
+    with pytest.raises(UserError, match="field 'fold_groups' must name one of the card's columns"):
+        assign_folds(frame, DatasetSpec(**{**spec.model_dump(), "fold_groups": "nope"}), FoldSettings(5, 1))
+
+
+def test_windows_of_one_recording_never_straddle_a_split(built_catalog: Path) -> None:
+    spec = load_dataset_spec("basic_motions")
+    frame, assignment = load_frame(spec), load_folds(spec)
+    assert (pd.Series(assignment).groupby(frame["segment"].to_numpy()).nunique() == 1).all()
+    assert set(assignment) == set(range(fold_settings(spec).k))

@@ -188,3 +188,18 @@ def test_amlb_results_csv_has_exactly_the_documented_columns(tmp_path: Path) -> 
     assert set(written.loc[written["type"] == "multiclass", "metric"]) == {"neg_logloss"}
     regression = written[written["type"] == "regression"]
     assert (regression["result"] == -regression["rmse"]).all()
+
+
+def test_report_of_modality_combinations_has_their_table(tmp_path: Path) -> None:
+    from tasks.report.build import build_report
+
+    runs = synthetic_jobs(SyntheticSuite(datasets=2, folds=2, seeds=(0,)))
+    names = {name: f"rig[{streams}]" for name, streams in zip(sorted(runs["dataset"].unique()),
+                                                                 ("acc", "acc+gyro"), strict=True)}
+    runs["dataset"] = runs["dataset"].map(names)
+    report = build_report(runs, tmp_path / "report", title="mm", bootstrap_rounds=5)
+
+    table = pd.read_csv(tmp_path / "report" / "modality.csv", keep_default_na=False)
+    assert set(table["combination"]) == {"acc", "acc+gyro"}
+    assert set(table["framework"]) == set(runs.loc[runs["status"] == "ok", "framework"])
+    assert "## Modality combinations" in report.markdown and "| rig | acc+gyro |" in report.markdown

@@ -146,3 +146,22 @@ def test_unknown_params_are_named(tmp_path: Path) -> None:
         get_adapter("hf_finetune").fit(
             X, y, task=TASK, budget=BUDGET, params={"_no_such_setting": 1}, workdir=tmp_path, seed=0
         )
+
+
+def test_constant_and_autogluon_take_text_and_tabular_learners_skip_it_with_the_reason(
+    tmp_path: Path, built_catalog: Path
+) -> None:
+    from tasks.jobs import run_job
+    from tasks.plan import Job
+    from tasks.specs import load_dataset_spec
+
+    X, y = reviews()
+    model = get_adapter("constant").fit(X, y, task=TASK, budget=BUDGET, params={}, workdir=tmp_path, seed=0)
+    assert model.predict_proba(X.head(1)).to_dict("records") == [{"great": 0.5, "other": 0.5}]
+    assert "text" in get_adapter("autogluon").modalities
+
+    spec = load_dataset_spec("food_reviews")
+    for name in ("rf", "hgb", "h2o", "flaml"):
+        job = Job("unit", spec.name, "v0", name, None, 0, 0, BUDGET, {})
+        result = run_job(job, spec, tmp_path / name)
+        assert result.status == "skipped" and result.error == f"{name} does not handle text binary problems."

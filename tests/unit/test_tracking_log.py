@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import shutil
 from pathlib import Path
 
 import mlflow
@@ -14,7 +17,14 @@ from tasks.plan import Job
 from tasks.results import PREDICTIONS_FILE, JobResult
 from tasks.tracking import log as tracking
 from tasks.tracking import store
-from tasks.vocabulary import COST_METRICS, EXECUTION_TAGS, JOB_PARAMS, JOB_TAGS, SCORE_METRICS
+from tasks.vocabulary import (
+    ALIGNMENT_METRICS,
+    COST_METRICS,
+    EXECUTION_TAGS,
+    JOB_PARAMS,
+    JOB_TAGS,
+    SCORE_METRICS,
+)
 
 
 @pytest.fixture
@@ -73,6 +83,9 @@ def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: 
 
     parent = store.client().get_run(execution.execution_id)
     assert set(parent.data.tags) >= set(EXECUTION_TAGS) - {"data_gate_failures"}
+    assert parent.data.tags["trigger"] == "cli"  # nightly and manual deployments say so
+    nightly = tracking.start_execution("unit", trigger="nightly")
+    assert store.client().get_run(nightly.execution_id).data.tags["trigger"] == "nightly"
     assert tracking.execution_selection(execution.execution_id) == {"folds": 1}
 
 
@@ -149,3 +162,29 @@ def test_an_unreachable_tracking_server_loses_nothing(home: Path, monkeypatch: p
     sync_command()
     assert tracking.pending_job_dirs() == []
     assert set(tracking.recorded_jobs(execution.execution_id)) == {job.key}
+
+
+def test_multimodal_job_runs_carry_alignment_figures_and_the_parent_its_report(
+    data_home, built_catalog: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.align import alignment_metrics
+
+    home = data_home("basic_motions")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    shutil.copy(built_catalog / "basic_motions.alignment.json", home / "datasets")
+    execution = tracking.start_execution("unit")
+    job = dataclasses.replace(make_job(), dataset="basic_motions[acc]")
+    run = store.client().get_run(log(execution, job, home / "runs" / job.key).run_id)
+    figures = alignment_metrics("basic_motions[acc]")
+    assert figures and {name: run.data.metrics[name] for name in figures} == pytest.approx(figures)
+    # Every figure is documented: per-stream names as align_STREAM_*.
+    documented = {re.sub(r"^align_(acc|gyro)_", "align_STREAM_", name) for name in figures}
+    assert documented <= set(ALIGNMENT_METRICS)
+
+    toy = store.client().get_run(log(execution, make_job(fold=1), home / "runs" / "toy").run_id)
+    assert not any(name.startswith("align_") for name in toy.data.metrics)  # a card-less dataset
+
+    datasets = ["basic_motions[acc]", "basic_motions[gyro]", "toy"]
+    assert tracking.log_alignment_reports(execution, datasets) == ["datasets/basic_motions.alignment.json"]
+    artifacts = {item.path for item in store.client().list_artifacts(execution.execution_id, "datasets")}
+    assert artifacts == {"datasets/basic_motions.alignment.json"}
