@@ -3,15 +3,19 @@
 Every job runs through ``tasks.jobs.run_job`` (child process, watchdog, harness scoring), one
 after another so that no job's figures include waiting for a core. Figures:
 
-- harness overhead per job = duration_s - fit - predict (+ proba) - latency measurement: the
-  process start, imports, data loading, saving, scoring. Median and max, with the framework
-  start-up (H2O's JVM) shown apart, and its share of the total job wall time (target <= 5%);
+- harness overhead per job = duration_s (the harness's wall time for the job, from run_job's
+  start to the scored result) - fit - predict (+ proba) - latency measurement: the worker's
+  start, imports, data loading, saving, exit and scoring. Median and max, with the framework
+  start-up (H2O's JVM, AutoGluon's imports) shown apart, its share of the total job wall time
+  (target <= 5%), and the median of each part (from the job's timeline);
 - budget adherence = fit_s / budget time_s for every ok job (target <= 1.10), and for every job
   the watchdog stopped, its duration against its hard limit.
 
 Settings (environment): BENCH_JOBS_SUITE (smoke), BENCH_JOBS_FRAMEWORKS (comma list, default
 the suite's), BENCH_JOBS_DATASETS (default the suite's), BENCH_JOBS_FOLDS (1), BENCH_JOBS_BUDGET
-(the suite's). Job folders go to a scratch directory, nothing is logged to MLflow.
+(the suite's); AUTOML_EVAL_LAUNCHER=cold measures workers started without the warm fork server.
+The first job pays for starting the fork server, as the first job of a suite does. Job folders
+go to a scratch directory, nothing is logged to MLflow.
 Run: `python -m bench.bench_jobs` from the project root (part of `make bench`).
 """
 
@@ -26,6 +30,22 @@ from pathlib import Path
 
 ADHERENCE_TARGET = 1.10
 OVERHEAD_SHARE_TARGET = 0.05
+# Parts of the harness's time, as (name, from stage, to stage) of a job's timeline.
+PARTS = (
+    ("worker start", None, "worker started"),
+    ("imports+data", "worker started", "starting the framework"),
+    ("save", "saving", "measuring latency"),
+    ("exit", "done", "worker exited"),
+    ("scoring", "worker exited", "scored"),
+)
+
+
+def _parts(timeline: dict[str, float]) -> dict[str, float]:
+    parts = {}
+    for name, begin, end in PARTS:
+        if end in timeline and (begin is None or begin in timeline):
+            parts[name] = timeline[end] - (timeline[begin] if begin else 0.0)
+    return parts
 
 
 def _setting(name: str, default: str) -> str:
@@ -53,11 +73,16 @@ def _figures(rows: list[dict[str, object]]) -> dict[str, float]:
     )
     if jvm:
         figures.update(h2o_jvm_start_median_s=statistics.median(jvm), h2o_jvm_start_max_s=max(jvm))
+    for name, _, _ in PARTS:
+        values = [r["parts"][name] for r in ok if name in r["parts"]]  # type: ignore[index,operator]
+        if values:
+            figures[f"part_{name}_median_s"] = statistics.median(values)
     return figures
 
 
 def main() -> dict[str, float]:
     from tasks.jobs import run_job
+    from tasks.launch import chosen_launcher
     from tasks.plan import make_jobs
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec, load_suite
 
@@ -74,7 +99,8 @@ def main() -> dict[str, float]:
     jobs = make_jobs(f"bench-{suite.name}", dict.fromkeys(datasets, "bench"), frameworks,
                      int(_setting("FOLDS", "1")), suite.seeds[:1], budget)
     print(f"{len(jobs)} jobs: {', '.join(datasets)} x {', '.join(f.id for f in frameworks)}, "
-          f"budget {budget.name} ({budget.time_s} s, {budget.cores} core(s)), run one at a time")
+          f"budget {budget.name} ({budget.time_s} s, {budget.cores} core(s)), run one at a time, "
+          f"workers started {chosen_launcher()}")
     header = f"{'job':<44} {'status':<8} {'wall':>7} {'fit':>7} {'pred':>6} {'lat':>6} {'start':>6} " \
              f"{'harness':>8} {'fit/bud':>8}"
     print(header)
@@ -94,7 +120,7 @@ def main() -> dict[str, float]:
                 "predict_s": costs.get("predict_s", 0.0) + float(info.get("predict_proba_s", 0.0)),
                 "latency_s": float(info.get("latency_measure_s", 0.0)), "startup_s": startup,
                 "harness_s": harness, "fit_over_budget": costs.get("fit_s", float("nan")) / budget.time_s,
-                "hard_limit_s": hard_limit,
+                "hard_limit_s": hard_limit, "parts": _parts(info.get("timeline_s", {})),
             }
             rows.append(row)
             print(f"{job.label:<44} {result.status:<8} {row['duration_s']:7.1f} {row['fit_s']:7.1f} "
@@ -108,6 +134,9 @@ def main() -> dict[str, float]:
         print(f"harness overhead per job (framework start-up apart): median {f['overhead_median_s']:.2f} s, "
               f"max {f['overhead_max_s']:.2f} s; share of job wall time {f['overhead_share']:.1%} "
               f"(target <= {OVERHEAD_SHARE_TARGET:.0%}); framework start-up share {f['startup_share']:.1%}")
+        parts = ", ".join(f"{name} {figures[f'part_{name}_median_s']:.2f}" for name, _, _ in PARTS
+                          if f"part_{name}_median_s" in figures)
+        print(f"where it goes (median s per job): {parts}")
         if "h2o_jvm_start_median_s" in figures:
             print(f"H2O JVM start (apart): median {figures['h2o_jvm_start_median_s']:.1f} s, "
                   f"max {figures['h2o_jvm_start_max_s']:.1f} s")

@@ -280,6 +280,15 @@ def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool
                                     trigger=trigger)
 
 
+def _warm_up_launcher() -> None:
+    """Jobs run here: start the warm fork server now, so its preload overlaps the data gates."""
+    from flows.team_dispatch import team_mode
+    from tasks.launch import FORK_SERVER, chosen_launcher
+
+    if chosen_launcher() == "warm" and not team_mode():
+        FORK_SERVER.warm_up()
+
+
 @flow(name="benchmark", flow_run_name="{suite}", log_prints=True)
 def benchmark(
     suite: str,
@@ -308,6 +317,7 @@ def benchmark(
         logger.warning("some finished jobs could not be logged yet (%s); `automl-eval sync` retries.", exc)
 
     plan = resolve_plan(suite, frameworks, datasets, folds, budget)
+    _warm_up_launcher()
     chosen = _choose_execution(suite, plan, execution, retry_failed, team or "", trigger)
     narrowed = any(v is not None for v in (frameworks, datasets, folds, budget))
     recorded_selection = tracking.execution_selection(chosen.execution_id)

@@ -147,6 +147,9 @@ def run_command(
         raise UserError("choose at most one of --new, --resume ID and --retry-failed.")
     if parallel is not None and parallel < 1:
         raise UserError(f"--parallel must be at least 1, not {parallel}.")
+    from tasks.launch import chosen_launcher
+
+    chosen_launcher()  # a bad AUTOML_EVAL_LAUNCHER is one sentence before anything starts
     configure_embedded_prefect(verbose=verbose)
     started = time.perf_counter()
     from flows.benchmark import benchmark, check_execution_choice, resolve_plan

@@ -108,8 +108,11 @@ def host_devices(count: int, lock_dir: Path, timeout_s: float = 3600):  # noqa: 
 def run_job_on_worker(job_dict: dict[str, Any], context: dict[str, Any], label: str) -> dict[str, Any]:
     """The job flow's body: GPU slot and devices if asked, then the shared per-job unit."""
     from flows import dispatch
+    from tasks.launch import LAUNCHER_ENV
 
     job = Job.from_dict(job_dict)
+    # A job flow run is a process for one job: a warm fork server would preload for a single fork.
+    os.environ.setdefault(LAUNCHER_ENV, "cold")
     identity = worker_identity()
     _tag_own_flow_run([f"{key}:{value}" for key, value in identity.items()])
     with ExitStack() as stack:

@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from tasks import paths, resources
 from tasks.errors import UserError
 from tasks.frameworks.base import FrameworkAdapter
 from tasks.frameworks.registry import get_adapter
+from tasks.launch import THREAD_VARIABLES, start_worker
 from tasks.metrics import score
 from tasks.plan import Job
 from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
@@ -41,12 +41,7 @@ GRACE_SHARE = 0.10
 SAMPLE_INTERVAL_S = 0.25
 LATENCY_CALLS = 100
 LOG_FILE = "worker.log"
-# Thread pools a framework may start; all are held to the budget's cores.
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-    "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS", "LOKY_MAX_CPU_COUNT",
-    "RAYON_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
-)
+
 
 
 @dataclass
@@ -56,6 +51,8 @@ class Watched:
     returncode: int
     duration_s: float
     sampler: resources.ProcessTreeSampler
+    launcher: str  # warm (forked from the fork server) or cold (a fresh interpreter)
+    exited_unix: float  # when the watchdog saw the exit
     verdict: tuple[str, str] | None = None  # (status, reason) when the watchdog killed it
     gpu_costs: dict[str, float] = field(default_factory=dict)
 
@@ -160,6 +157,7 @@ def run_job(
     `gpu_devices` are NVML indices (default: the first budget.gpus devices); `grace_seconds`
     replaces the computed grace (tests use a short one).
     """
+    entered = time.monotonic()
     job_dir = Path(job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     _clear_previous_outputs(job_dir)
@@ -190,72 +188,71 @@ def run_job(
         "spec": spec.model_dump(),
         "params": params,
         "cpus": cores,
+        "threads": len(cores) or job.budget.cores,
         "gpus": devices,
         "hard_limit_s": hard_limit,
         "latency_calls": LATENCY_CALLS,
+        "launched_unix": time.time(),
     }
     (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2, default=str))
     try:
-        watched = _watch(job, job_dir, cores, devices, hard_limit)
+        watched = _watch(job, job_dir, payload["threads"], devices, hard_limit)
     finally:
         if leased:
             resources.CORE_POOL.release(cores)
-    return _complete(result, spec, job_dir, watched, cores)
+    return _complete(result, spec, job_dir, watched, cores, entered, payload["launched_unix"])
 
 
-def _watch(job: Job, job_dir: Path, cores: list[int], devices: list[int], hard_limit: float) -> Watched:
+def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit: float) -> Watched:
     """Start the worker and watch it until it exits or the watchdog kills it."""
     verdict: tuple[str, str] | None = None
     gpu_sampler = resources.GpuSampler(devices) if devices else None
-    with open(job_dir / LOG_FILE, "wb") as log:
-        started = time.monotonic()
-        # Output goes to a file, not a pipe: no pipe to drain, nothing to block on at exit.
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tasks.worker", str(job_dir)],
-            cwd=job_dir, env=child_environment(len(cores) or job.budget.cores, devices),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group: the kill reaches everything it starts
-        )
-        sampler = resources.ProcessTreeSampler(child.pid)
-        if gpu_sampler:
-            gpu_sampler.__enter__()
-        try:
-            while True:
-                try:
-                    # Wait for the exit itself (never judge by poll() when output closes).
-                    child.wait(timeout=SAMPLE_INTERVAL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                rss_mb = sampler.sample()
-                elapsed = time.monotonic() - started
-                if rss_mb > job.budget.memory_mb:
-                    verdict = ("memory", f"killed by the watchdog: the job's processes used {rss_mb:.0f} MB, "
-                               f"over the budget's memory_mb {job.budget.memory_mb}")
-                elif elapsed > hard_limit:
-                    verdict = ("timeout", f"killed by the watchdog at the hard limit of {hard_limit:.0f} s "
-                               f"(budget time_s {job.budget.time_s} + grace)")
-                if verdict:
-                    resources.kill_tree(child.pid)
-                    child.wait()
-                    break
-        finally:
-            if child.poll() is None:  # the parent itself is being interrupted
+    started = time.monotonic()
+    child, launcher = start_worker(job_dir, child_environment(threads, devices), job_dir / LOG_FILE)
+    sampler = resources.ProcessTreeSampler(child.pid)
+    if gpu_sampler:
+        gpu_sampler.__enter__()
+    try:
+        while True:
+            try:
+                # Wait for the exit itself (never judge by poll() when output closes).
+                child.wait(timeout=SAMPLE_INTERVAL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            rss_mb = sampler.sample()
+            elapsed = time.monotonic() - started
+            if rss_mb > job.budget.memory_mb:
+                verdict = ("memory", f"killed by the watchdog: the job's processes used {rss_mb:.0f} MB, "
+                           f"over the budget's memory_mb {job.budget.memory_mb}")
+            elif elapsed > hard_limit:
+                verdict = ("timeout", f"killed by the watchdog at the hard limit of {hard_limit:.0f} s "
+                           f"(budget time_s {job.budget.time_s} + grace)")
+            if verdict:
                 resources.kill_tree(child.pid)
                 child.wait()
-            # Whatever the job started and left behind (a JVM of a crashed worker) goes too.
-            leftovers = sampler.leftovers()
-            if leftovers:
-                resources.kill_tree(child.pid, also=leftovers)
-            if gpu_sampler:
-                gpu_sampler.__exit__(None, None, None)
-        duration_s = time.monotonic() - started
+                break
+    finally:
+        exited_unix = time.time()
+        if child.poll() is None:  # the parent itself is being interrupted
+            resources.kill_tree(child.pid)
+            child.wait()
+        # Whatever the job started and left behind goes too: its process group (the worker leaves
+        # without waiting for helpers) and processes once seen in its tree (a crashed worker's JVM).
+        resources.kill_group(child.pid)
+        leftovers = sampler.leftovers()
+        if leftovers:
+            resources.kill_tree(child.pid, also=leftovers)
+        if gpu_sampler:
+            gpu_sampler.__exit__(None, None, None)
+    duration_s = time.monotonic() - started
     gpu_costs = gpu_sampler.summary() if gpu_sampler else {}
-    return Watched(child.returncode, duration_s, sampler, verdict, gpu_costs)
+    return Watched(child.wait(), duration_s, sampler, launcher, exited_unix, verdict, gpu_costs)
 
 
 def _complete(
-    result: JobResult, spec: DatasetSpec, job_dir: Path, watched: Watched, cores: list[int]
+    result: JobResult, spec: DatasetSpec, job_dir: Path, watched: Watched, cores: list[int],
+    entered: float, launched_unix: float,
 ) -> JobResult:
     """Merge what the worker wrote with what the watchdog saw, score, save the final result."""
     host, gpu, started_utc = result.host, result.gpu, result.started_utc
@@ -264,9 +261,33 @@ def _complete(
         result = JobResult.load(job_dir)
         result.host, result.gpu, result.started_utc = host, gpu, started_utc
     result.info["cores"] = cores
+    result.info["launcher"] = watched.launcher
+
+    stage = _read(job_dir, STAGE_FILE).strip()
+    where = f" while {stage}" if stage and stage != "done" else ""
+    log_tail = error_tail(_read(job_dir, LOG_FILE))
+    status, error = result.status, result.error
+    if watched.verdict is not None:
+        status, reason = watched.verdict
+        error = f"{reason}{where}.\n{log_tail}".strip()
+    elif not worker_wrote:
+        # The child could not even record its failure: a segfault, an abort, a broken import.
+        status, error = "failed", f"{_describe_exit(watched.returncode)}{where}.\n{log_tail}".strip()
+    elif status == "ok":
+        try:
+            result.scores = _score(job_dir, spec, result.info.get("classes", []))
+        except Exception as exc:  # noqa: BLE001 - predictions the harness cannot score fail the job
+            status, error = "failed", f"scoring the predictions failed: {type(exc).__name__}: {exc}"
+    result.costs = _costs(result, job_dir, watched, time.monotonic() - entered)
+    stages = result.info.pop("stage_started_unix", {})
+    result.info["timeline_s"] = _timeline(stages, launched_unix, watched.exited_unix)
+    return _finish(result, job_dir, status, error)
+
+
+def _costs(result: JobResult, job_dir: Path, watched: Watched, duration_s: float) -> dict[str, float]:
+    """The worker's timings plus what only the watchdog knows: wall time, memory, CPU, GPU."""
     usage = result.info.get("worker_usage", {})
     costs = dict(result.costs)
-    duration_s = watched.duration_s
     costs["duration_s"] = duration_s
     costs["peak_rss_mb"] = max(watched.sampler.peak_rss_mb, usage.get("peak_rss_mb", 0.0))
     costs["cpu_s"] = max(watched.sampler.cpu_s, usage.get("cpu_s", 0.0))
@@ -277,24 +298,13 @@ def _complete(
     costs["overhead_s"] = max(0.0, duration_s - measured)
     if (job_dir / MODEL_DIR).is_dir():
         costs["model_size_mb"] = _folder_mb(job_dir / MODEL_DIR)
-    result.costs = costs
+    return costs
 
-    stage = _read(job_dir, STAGE_FILE).strip()
-    where = f" while {stage}" if stage and stage != "done" else ""
-    log_tail = error_tail(_read(job_dir, LOG_FILE))
-    if watched.verdict is not None:
-        status, reason = watched.verdict
-        return _finish(result, job_dir, status, f"{reason}{where}.\n{log_tail}".strip())
-    if not worker_wrote:
-        # The child could not even record its failure: a segfault, an abort, a broken import.
-        reason = _describe_exit(watched.returncode)
-        return _finish(result, job_dir, "failed", f"{reason}{where}.\n{log_tail}".strip())
-    if result.status != "ok":
-        return _finish(result, job_dir, result.status, result.error)
-    try:
-        result.scores = _score(job_dir, spec, result.info.get("classes", []))
-    except Exception as exc:  # noqa: BLE001 - predictions the harness cannot score fail the job
-        reason = f"scoring the predictions failed: {type(exc).__name__}: {exc}"
-        return _finish(result, job_dir, "failed", reason)
-    return _finish(result, job_dir, "ok")
 
+def _timeline(stages: dict[str, float], launched_unix: float, exited_unix: float) -> dict[str, float]:
+    """Seconds from the worker's launch to the start of each stage, its exit and its scoring:
+    where a job's time outside the framework went."""
+    timeline = {stage: round(at - launched_unix, 3) for stage, at in stages.items()}
+    timeline["worker exited"] = round(exited_unix - launched_unix, 3)
+    timeline["scored"] = round(time.time() - launched_unix, 3)
+    return timeline

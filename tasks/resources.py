@@ -82,6 +82,13 @@ class ProcessTreeSampler:
         return alive
 
 
+def kill_group(pgid: int) -> None:
+    """SIGKILL what is left of a process group (a worker leads its own). Linux does not hand out a
+    pid still in use as a group id, so the group of a finished worker is still its own."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 def kill_tree(pid: int, also: list[psutil.Process] | None = None) -> None:
     """SIGKILL the process, its descendants, its process group and `also` (a JVM included)."""
     victims = tree_processes(pid) + list(also or [])

@@ -4,10 +4,14 @@ It reads JOB_DIR/job.json (written by tasks.jobs), pins itself to its cores, and
 order: model/ (with task.json), predictions.csv, then result.json. It knows nothing of Prefect or
 MLflow and never scores: the parent does, from predictions.csv. Exit code 0 when the job is ok,
 1 when it failed with an exception (the error is in result.json).
+
+The same `main` runs in a process started cold (`python -m tasks.worker`) or forked from the warm
+fork server (tasks/forkserver.py), which has the harness's own imports already loaded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -35,7 +39,13 @@ def error_tail(text: str, lines: int = ERROR_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+# When each stage began (unix time): the harness turns it into the job's timeline, which shows
+# where a job's time outside the framework goes.
+_stage_started: dict[str, float] = {}
+
+
 def mark_stage(job_dir: Path, stage: str) -> None:
+    _stage_started[stage] = time.time()
     (job_dir / STAGE_FILE).write_text(stage)
 
 
@@ -158,6 +168,18 @@ def _own_usage() -> dict[str, float]:
     }
 
 
+def _limit_thread_pools(threads: int) -> list[dict[str, Any]]:
+    """Hold the BLAS/OpenMP pools already loaded to the budget's threads.
+
+    The thread variables only reach libraries loaded after they are set; in a worker forked from
+    the warm server numpy's OpenBLAS and scikit-learn's OpenMP are loaded already.
+    """
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    threadpool_limits(limits=threads)
+    return [{"api": pool["internal_api"], "threads": pool["num_threads"]} for pool in threadpool_info()]
+
+
 def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this worker when the watchdog's process dies (no orphaned jobs)."""
     try:
@@ -173,6 +195,7 @@ def _die_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
+    entered = time.time()
     # A native crash (segfault, abort) then leaves a Python traceback in the log for the parent.
     faulthandler.enable()
     job_dir = Path(argv[1]).resolve()
@@ -181,6 +204,8 @@ def main(argv: list[str]) -> int:
     # Pin first, before numpy & co start their thread pools.
     if payload.get("cpus"):
         os.sched_setaffinity(0, payload["cpus"])
+    _stage_started.clear()
+    _stage_started["worker started"] = entered
 
     from tasks.frameworks.registry import get_adapter
     from tasks.results import JobResult
@@ -190,6 +215,7 @@ def main(argv: list[str]) -> int:
     info: dict[str, Any] = {}
     adapter = None
     try:
+        info["thread_pools"] = _limit_thread_pools(int(payload.get("threads") or 1))
         adapter = get_adapter(payload["job"]["framework"])
         result.framework_version = adapter.version() or ""
         run(job_dir, payload, costs, info)
@@ -205,11 +231,22 @@ def main(argv: list[str]) -> int:
             except Exception as exc:  # noqa: BLE001
                 info["stop_error"] = repr(exc)
     info["worker_usage"] = _own_usage()
-    result.costs, result.info, result.ended_utc = costs, info, now_utc()
     mark_stage(job_dir, "done")
+    info["stage_started_unix"] = dict(_stage_started)
+    result.costs, result.info, result.ended_utc = costs, info, now_utc()
     result.save(job_dir)
     return 0 if result.status == "ok" else 1
 
 
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's teardown: everything the job owes is on disk, and tearing
+    down torch, AutoGluon or H2O modules takes seconds that are nobody's fit or predict. Anything
+    the job left running is the watchdog's to kill (it ends the job's process group)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

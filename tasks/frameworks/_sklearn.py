@@ -1,7 +1,9 @@
-"""What the scikit-learn baselines share: the fitted-model wrapper and saving with joblib."""
+"""What the scikit-learn baselines share: fitting one estimator on the learned feature schema,
+the fitted-model wrapper, and saving with joblib."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame
-from tasks.frameworks.base import FittedModel, TaskInfo
+from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.specs import Budget
 
 ESTIMATOR_FILE = "estimator.joblib"
 
@@ -43,3 +46,36 @@ class SklearnModel(FittedModel):
         import joblib
 
         return cls(joblib.load(model_dir / ESTIMATOR_FILE), FeatureSchema.load(model_dir), task)
+
+
+class SklearnAdapter(FrameworkAdapter):
+    """A baseline that is one scikit-learn estimator: subclasses build it, this fits and loads it."""
+
+    package = "scikit-learn"
+    install_hint = "pip install scikit-learn"
+
+    @abstractmethod
+    def estimator(
+        self, schema: FeatureSchema, task: TaskInfo, budget: Budget, params: dict[str, Any], seed: int
+    ) -> Any:
+        """The unfitted estimator for this task; `params` (the suite's) override its defaults."""
+
+    def fit(
+        self,
+        X: pd.DataFrame,
+        y: pd.Series,
+        *,
+        task: TaskInfo,
+        budget: Budget,
+        params: dict[str, Any],
+        workdir: Path,
+        seed: int,
+    ) -> SklearnModel:
+        _, framework_params = split_params(params)
+        schema = FeatureSchema.learn(X, task)
+        estimator = self.estimator(schema, task, budget, framework_params, seed)
+        estimator.fit(schema.apply(X), y)
+        return SklearnModel(estimator, schema, task)
+
+    def load(self, model_dir: Path, task: TaskInfo) -> SklearnModel:
+        return SklearnModel.load(model_dir, task)

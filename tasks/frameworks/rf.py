@@ -2,40 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from tasks.frameworks._sklearn import SklearnModel
+from tasks.frameworks._sklearn import SklearnAdapter
 from tasks.frameworks._tabular import FeatureSchema
-from tasks.frameworks.base import FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.base import TaskInfo
 from tasks.specs import Budget
 
 
-class RandomForestAdapter(FrameworkAdapter):
+class RandomForestAdapter(SklearnAdapter):
     name = "rf"
-    package = "scikit-learn"
-    install_hint = "pip install scikit-learn"
 
-    def fit(
-        self,
-        X: pd.DataFrame,
-        y: pd.Series,
-        *,
-        task: TaskInfo,
-        budget: Budget,
-        params: dict[str, Any],
-        workdir: Path,
-        seed: int,
-    ) -> SklearnModel:
+    def estimator(
+        self, schema: FeatureSchema, task: TaskInfo, budget: Budget, params: dict[str, Any], seed: int
+    ) -> Any:
         from sklearn.compose import ColumnTransformer
         from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
         from sklearn.pipeline import Pipeline
         from sklearn.preprocessing import OrdinalEncoder
 
-        _, framework_params = split_params(params)
-        schema = FeatureSchema.learn(X, task)
         encoder = ColumnTransformer(
             # Unknown and missing categories both become -1; numeric NaN goes to the forest as is
             # (scikit-learn's trees route missing values since 1.4).
@@ -45,13 +30,7 @@ class RandomForestAdapter(FrameworkAdapter):
         )
         forest_class = RandomForestClassifier if task.is_classification else RandomForestRegressor
         options: dict[str, Any] = {"n_jobs": budget.cores, "random_state": seed}
-        forest = forest_class(**{**options, **framework_params})
-        estimator = Pipeline([("encode", encoder), ("forest", forest)])
-        estimator.fit(schema.apply(X), y)
-        return SklearnModel(estimator, schema, task)
-
-    def load(self, model_dir: Path, task: TaskInfo) -> SklearnModel:
-        return SklearnModel.load(model_dir, task)
+        return Pipeline([("encode", encoder), ("forest", forest_class(**{**options, **params}))])
 
     def test_params(self) -> dict[str, Any]:
         return {"n_estimators": 10}

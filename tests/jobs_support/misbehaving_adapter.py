@@ -24,6 +24,7 @@ from tasks.specs import Budget
 BEHAVIOURS = ("ok", "sleep", "allocate", "abort", "raise", "spawn", "orphan")
 GRANDCHILD_PID_FILE = "grandchild.pid"
 ERROR_MESSAGE = "the misbehaving adapter raised on purpose"
+SLEEP_MESSAGE = "the misbehaving adapter sleeps past its budget"
 
 
 class MisbehavingAdapter(FrameworkAdapter):
@@ -49,6 +50,7 @@ class MisbehavingAdapter(FrameworkAdapter):
     ) -> FittedModel:
         behaviour = params.get("_behaviour", "ok")
         if behaviour == "sleep":
+            print(SLEEP_MESSAGE)  # no flush: the worker's output must reach its log unbuffered
             time.sleep(10_000)
         elif behaviour in ("spawn", "orphan"):  # a helper process, as H2O starts its JVM
             # "orphan" starts it in a session of its own (as H2O does) and then crashes.

@@ -2,12 +2,14 @@
 
 A test-only adapter (tests/jobs_support/misbehaving_adapter.py, added through
 AUTOML_EVAL_EXTRA_ADAPTERS) sleeps past its budget, allocates past its memory limit, aborts,
-raises, or starts a helper process and overruns. Real child processes, real kills.
+raises, or starts a helper process and overruns. Real child processes, real kills. Every test
+runs with workers forked from the warm fork server and with workers started cold.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from jobs_support.tiny_project import make_project
 
 from tasks.frameworks.registry import EXTRA_ADAPTERS_ENV
 from tasks.jobs import run_job
+from tasks.launch import LAUNCHER_ENV
 from tasks.plan import Job
 from tasks.resources import NO_GPU, gpu_inventory
 from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
@@ -28,6 +31,12 @@ from tasks.vocabulary import COST_METRICS, RESULT, SCORE_METRICS
 # loaded is ~150-250 MB, so 700 MB leaves the 'ok' job room and the allocating one none.
 BUDGET = Budget(name="watchdog", time_s=2, cores=1, memory_mb=700)
 GRACE_S = 4.0
+
+
+@pytest.fixture(params=["warm", "cold"], autouse=True)
+def launcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(LAUNCHER_ENV, request.param)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -42,7 +51,7 @@ def _job(variant: str, budget: Budget = BUDGET, framework: str = "misbehave") ->
 
 
 def test_a_suite_of_misbehaving_jobs_gets_each_status_and_goes_on(
-    project: dict[str, DatasetSpec], tmp_path: Path
+    project: dict[str, DatasetSpec], tmp_path: Path, launcher: str
 ) -> None:
     expected = [("ok", "ok"), ("sleep", "timeout"), ("allocate", "memory"), ("abort", "failed"),
                 ("raise", "failed"), ("ok", "ok")]
@@ -51,9 +60,11 @@ def test_a_suite_of_misbehaving_jobs_gets_each_status_and_goes_on(
         job_dir = tmp_path / "runs" / f"{index}-{variant}"
         results.append(run_job(_job(variant), project["binary"], job_dir, grace_seconds=GRACE_S))
     assert [r.status for r in results] == [status for _, status in expected]
+    assert {r.info["launcher"] for r in results} == {launcher}
 
     ok, timeout, memory, abort, raised, _ = results
     assert "hard limit" in timeout.error and "while fitting" in timeout.error
+    assert misbehaving_adapter.SLEEP_MESSAGE in timeout.error  # the log's last lines, not lost in a buffer
     assert "memory_mb 700" in memory.error and memory.costs["peak_rss_mb"] > BUDGET.memory_mb
     assert "SIGABRT" in abort.error
     assert raised.error.startswith("RuntimeError: " + misbehaving_adapter.ERROR_MESSAGE)
@@ -69,6 +80,12 @@ def test_a_suite_of_misbehaving_jobs_gets_each_status_and_goes_on(
     for name in ("fit_s", "predict_s", "latency_p50_ms", "latency_p99_ms", "throughput_rows_s",
                  "model_size_mb", "models_count", "duration_s", "overhead_s", "peak_rss_mb", "cpu_s"):
         assert name in ok.costs, name
+    # The timeline: every stage in order, from the worker's launch to the scored result.
+    timeline = ok.info["timeline_s"]
+    stages = ["worker started", "loading data", "starting the framework", "fitting", "predicting",
+              "saving", "measuring latency", "done", "worker exited", "scored"]
+    assert [timeline[stage] for stage in stages] == sorted(timeline[stage] for stage in stages)
+    assert 0 <= timeline["scored"] <= ok.costs["duration_s"]
     assert ok.costs["latency_p99_ms"] >= ok.costs["latency_p50_ms"] > 0
     assert not any(name.startswith("gpu_") for name in ok.costs)  # no GPU here: no fake zeros
     for failed in (timeout, memory, abort, raised):
@@ -108,6 +125,20 @@ def test_child_runs_pinned_with_thread_limits(project: dict[str, DatasetSpec], t
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
         "CUDA_VISIBLE_DEVICES": "",
     }
+    # The BLAS/OpenMP pools already loaded (in a forked worker, loaded before the variables were
+    # set) run one thread each too.
+    assert result.info["thread_pools"] and {p["threads"] for p in result.info["thread_pools"]} == {1}
+
+
+def test_a_two_core_budget_gets_two_threads_per_pool(project: dict[str, DatasetSpec], tmp_path: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("this host has one core")
+    two_cores = BUDGET.model_copy(update={"cores": 2, "name": "two-cores"})
+    result = run_job(_job("ok", two_cores), project["binary"], tmp_path / "runs" / "two",
+                     cpu_cores=[0, 1], grace_seconds=GRACE_S)
+    assert result.status == "ok" and result.info["affinity"] == [0, 1]
+    assert result.info["environment"]["OMP_NUM_THREADS"] == "2"
+    assert {p["threads"] for p in result.info["thread_pools"]} == {2}
 
 
 def test_gpu_job_without_a_gpu_is_skipped(project: dict[str, DatasetSpec], tmp_path: Path) -> None:
