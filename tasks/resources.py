@@ -14,6 +14,7 @@ import platform
 import signal
 import socket
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,7 +100,26 @@ def kill_tree(pid: int, also: list[psutil.Process] | None = None) -> None:
     # from the tree but kept the group goes too.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    psutil.wait_procs(victims, timeout=5)
+    _wait_until_dead(victims, timeout_s=5.0)
+
+
+def _dead(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_until_dead(processes: list[psutil.Process], timeout_s: float) -> None:
+    """Wait until each process has exited. A zombie counts as exited: it holds no memory or CPU,
+    and only its parent can reap it (for an orphaned JVM that is init, which may take seconds;
+    psutil.wait_procs would wait for that too)."""
+    deadline = time.monotonic() + timeout_s
+    remaining = list(processes)
+    while remaining and time.monotonic() < deadline:
+        remaining = [process for process in remaining if not _dead(process)]
+        if remaining:
+            time.sleep(0.02)
 
 
 # ------------------------------------------------------------------------------ cores
