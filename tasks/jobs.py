@@ -1,8 +1,8 @@
 """Run one job in its own process under a watchdog: time, memory, cores and GPUs enforced.
 
 The child (``tasks.worker``, forked from the warm fork server or started cold: tasks/launch.py)
-gets the budget's time as its search time; the
-watchdog kills its whole process tree (H2O's JVM included) at the hard limit
+gets the budget's time as its search time; the watchdog kills its whole process tree (H2O's JVM
+included) at the hard limit
 
     hard_limit_s = time_s + GRACE_BASE_S + GRACE_SHARE * time_s + adapter.startup_grace_s
 
