@@ -152,9 +152,5 @@ def serve() -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-def main() -> None:
-    serve()
-
-
 if __name__ == "__main__":
-    main()
+    serve()

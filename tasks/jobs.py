@@ -15,7 +15,6 @@ then scores them (``tasks.metrics``), adds resource figures and saves the final 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -30,7 +29,7 @@ from tasks import paths, resources
 from tasks.errors import UserError
 from tasks.frameworks.base import FrameworkAdapter
 from tasks.frameworks.registry import get_adapter
-from tasks.launch import THREAD_VARIABLES, start_worker
+from tasks.launch import python_environment, start_worker
 from tasks.metrics import score
 from tasks.plan import Job
 from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
@@ -44,13 +43,11 @@ LATENCY_CALLS = 100
 LOG_FILE = "worker.log"
 
 
-
 @dataclass
 class Watched:
     """What the watchdog saw of one child process."""
 
     returncode: int
-    duration_s: float
     sampler: resources.ProcessTreeSampler
     launcher: str  # warm (forked from the fork server) or cold (a fresh interpreter)
     exited_unix: float  # when the watchdog saw the exit
@@ -78,15 +75,11 @@ def _clear_previous_outputs(job_dir: Path) -> None:
 
 
 def child_environment(threads: int, gpu_devices: list[int]) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(dict.fromkeys(THREAD_VARIABLES, str(max(1, threads))))
+    env = python_environment(threads)
     # NVML and CUDA number devices alike only in PCI bus order.
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in gpu_devices)
     env["AUTOML_EVAL_HOME"] = str(paths.project_root())
-    env["PYTHONUNBUFFERED"] = "1"
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH", "")]))
     return env
 
 
@@ -246,9 +239,8 @@ def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit
             resources.kill_tree(child.pid, also=leftovers)
         if gpu_sampler:
             gpu_sampler.__exit__(None, None, None)
-    duration_s = time.monotonic() - started
     gpu_costs = gpu_sampler.summary() if gpu_sampler else {}
-    return Watched(child.wait(), duration_s, sampler, launcher, exited_unix, verdict, gpu_costs)
+    return Watched(child.wait(), sampler, launcher, exited_unix, verdict, gpu_costs)
 
 
 def _complete(

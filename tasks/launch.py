@@ -57,6 +57,17 @@ class ForkServerUnavailable(RuntimeError):
     """The warm server could not start this worker; the job starts cold instead."""
 
 
+def python_environment(threads: int) -> dict[str, str]:
+    """This process's environment for a Python child of the harness: its thread pools held to
+    `threads`, output unbuffered (a killed process's log keeps its last lines), the project
+    importable."""
+    env = dict(os.environ)
+    env.update(dict.fromkeys(THREAD_VARIABLES, str(max(1, threads))))
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
 def chosen_launcher() -> str:
     choice = os.environ.get(LAUNCHER_ENV, "").strip() or ("warm" if hasattr(os, "fork") else "cold")
     if choice not in LAUNCHERS:
@@ -165,12 +176,9 @@ class ForkServer:
         """The live server, started if needed (the caller holds _start_lock)."""
         if self._server is not None and self._server.poll() is None:
             return self._server
-        env = dict(os.environ)
-        # No thread pools in the server: forking a process whose pools run is what deadlocks.
-        env.update(dict.fromkeys(THREAD_VARIABLES, "1"))
-        # Workers inherit the server's unbuffered streams: a killed worker's log keeps its last lines.
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")]))
+        # No thread pools in the server: forking a process whose pools run is what deadlocks. Its
+        # workers inherit its unbuffered streams.
+        env = python_environment(threads=1)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read while the server lives
         server = subprocess.Popen(
             [sys.executable, "-m", SERVER_MODULE], cwd=PACKAGE_ROOT, env=env,
