@@ -98,8 +98,7 @@ def kill_tree(pid: int, also: list[psutil.Process] | None = None) -> None:
             process.kill()
     # The worker leads its own session/process group: anything that re-parented itself away
     # from the tree but kept the group goes too.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    kill_group(pid)
     _wait_until_dead(victims, timeout_s=5.0)
 
 
