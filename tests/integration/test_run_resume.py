@@ -34,7 +34,11 @@ def _logged_job_dirs(home: Path) -> list[Path]:
 
 
 def _interrupt_after_first_record(home: Path, marker: Path) -> None:
-    process = start_cli(home, "run", "mini", "--parallel", "1", FLAKY_MARKER=str(marker))
+    # The second job (flaky) is held in its fit until the kill, so exactly one job is recorded.
+    hold = marker.with_name("hold")
+    hold.touch()
+    process = start_cli(home, "run", "mini", "--parallel", "1", FLAKY_MARKER=str(marker),
+                        FLAKY_HOLD=str(hold))
     deadline = time.monotonic() + 300
     try:
         while not _logged_job_dirs(home):
@@ -44,6 +48,7 @@ def _interrupt_after_first_record(home: Path, marker: Path) -> None:
     finally:
         os.killpg(process.pid, signal.SIGKILL)  # as a crash would: no clean-up runs
         process.wait(timeout=60)
+        hold.unlink()
 
 
 def test_interrupted_run_resumes_then_retry_replaces_the_failure(data_home, tmp_path: Path) -> None:  # noqa: ANN001
