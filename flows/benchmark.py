@@ -342,7 +342,8 @@ def benchmark(
     specs = {spec.name: spec for spec in plan.datasets}
     contexts = {
         job.key: JobContext(execution=chosen.__dict__, problem_type=specs[job.dataset].problem_type,
-                            metric=str(specs[job.dataset].metric))
+                            metric=str(specs[job.dataset].metric),
+                            evaluations=plan.suite.evaluation_blocks())
         for job in jobs
     }
 

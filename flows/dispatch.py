@@ -14,7 +14,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,6 +64,7 @@ class JobContext:
     execution: dict[str, str]  # tasks.tracking.log.Execution fields
     problem_type: str
     metric: str
+    evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # enabled post-job blocks
 
 
 def job_dir_for(job: Job) -> Path:
@@ -140,12 +141,19 @@ def record_job(job_dir: str) -> str:
     return log_job_dir(Path(job_dir)).run_id
 
 
-def _run_under_watchdog(job: Job, job_dir: Path, gpu_devices: list[int] | None) -> JobResult:
+def _run_under_watchdog(job: Job, job_dir: Path, gpu_devices: list[int] | None,
+                        evaluations: dict[str, dict[str, Any]]) -> JobResult:
+    """The job, scored; then the suite's post-job evaluations on its saved model."""
     from tasks.jobs import run_job
     from tasks.specs import load_dataset_spec
 
     spec = load_dataset_spec(job.dataset)
-    return run_job(job, spec, job_dir, gpu_devices=gpu_devices)
+    result = run_job(job, spec, job_dir, gpu_devices=gpu_devices)
+    if evaluations:
+        from tasks.evaluations.stage import run_evaluations
+
+        result = run_evaluations(job, spec, job_dir, result, evaluations)
+    return result
 
 
 @task(name="run-job", task_run_name="{job_label}", cache_policy=NO_CACHE)
@@ -165,7 +173,7 @@ def run_one_job(job_dict: dict[str, Any], context: dict[str, Any], job_label: st
         _listener.job_started(job)
     devices = _gpu_pool.take(job.budget.gpus) if _gpu_pool is not None else None
     try:
-        result = _run_under_watchdog(job, job_dir, devices)
+        result = _run_under_watchdog(job, job_dir, devices, job_context.evaluations)
     except Exception as exc:  # the runner itself broke: still a record, never a lost job
         result = JobResult(job_key=job.key, status="failed", error=f"{type(exc).__name__}: {exc}")
         result.save(job_dir)

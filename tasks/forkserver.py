@@ -37,8 +37,9 @@ from typing import Any
 PRELOAD = (
     "numpy", "pandas", "pyarrow.parquet", "scipy.sparse", "sklearn", "sklearn.ensemble",
     "sklearn.linear_model", "sklearn.metrics", "threadpoolctl",
-    "tasks.worker", "tasks.data.load", "tasks.data.folds", "tasks.frameworks.registry",
-    "tasks.frameworks.base", "tasks.frameworks._tabular", "tasks.plan", "tasks.results", "tasks.specs",
+    "tasks.worker", "tasks.data.load", "tasks.data.folds", "tasks.data.fold_data",
+    "tasks.frameworks.registry", "tasks.frameworks.base", "tasks.frameworks._tabular", "tasks.plan",
+    "tasks.results", "tasks.specs",
 )
 STDIN, STDOUT, STDERR = 0, 1, 2
 # The answers go out on a copy of the original stdout; fd 1 itself is pointed at stderr, so a

@@ -28,6 +28,9 @@ class JobResult:
     gpu: dict[str, Any] = field(default_factory=dict)  # {"available": bool, "reason"/"model": str, ...}
     info: dict[str, Any] = field(default_factory=dict)  # leaderboard models, params actually used, ...
     host: dict[str, str] = field(default_factory=dict)  # host, cpu_model, gpu_model
+    # Post-job evaluations (tasks/evaluations/): name -> {status, reason, metrics, files, wall_s}.
+    # Their outcome never changes `status`, the job's own.
+    evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)
     started_utc: str = ""
     ended_utc: str = ""
 

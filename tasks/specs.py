@@ -112,8 +112,17 @@ class FrameworkRef(_Strict):
         return cls(**entry)
 
 
+# Top-level suite fields a modality adds (tasks/multimodal/combinations.py reads it); any other
+# unknown field is refused.
+SUITE_FIELDS_OF_MODALITIES = frozenset({"modality_combinations"})
+
+
 class Suite(_Strict):
-    """specs/suites/NAME.yaml: datasets x frameworks x folds x seeds under one budget."""
+    """specs/suites/NAME.yaml: datasets x frameworks x folds x seeds under one budget.
+
+    A block named after a post-job evaluation (`serving:`, `robustness:`, ...) is that
+    evaluation's settings, validated by its own model (tasks/evaluations/); `evaluations` holds them.
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)  # modalities may add their own fields
 
@@ -124,6 +133,11 @@ class Suite(_Strict):
     folds: int = Field(default=1, gt=0)  # the first N of each dataset's saved folds
     seeds: list[int] = Field(default_factory=lambda: [0])
     budget: str = "test"
+    evaluations: dict[str, Any] = Field(default_factory=dict)  # name -> its EvaluationSettings
+
+    def evaluation_blocks(self) -> dict[str, dict[str, Any]]:
+        """The enabled evaluations' settings as plain data (what crosses to the job's process)."""
+        return {name: block.model_dump() for name, block in self.evaluations.items() if block.enabled}
 
     @field_validator("frameworks", mode="before")
     @classmethod
@@ -154,10 +168,10 @@ def read_yaml(path: Path) -> Any:
         raise UserError(f"{path}:{where}: malformed YAML ({problem}); fix the syntax there.") from None
 
 
-def describe_validation_error(path: Path, exc: ValidationError) -> str:
-    """One sentence for the first pydantic error: file, field, what is wrong."""
+def describe_validation_error(path: Path, exc: ValidationError, within: str = "") -> str:
+    """One sentence for the first pydantic error: file, field (under the block `within`), what is wrong."""
     first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    field = ".".join([within] * bool(within) + [str(p) for p in first["loc"]]) or "(top level)"
     kind = first["type"]
     if kind == "extra_forbidden":
         return f"{path}: unknown field '{field}'; remove it or check its spelling."
@@ -228,6 +242,30 @@ def load_budget(name: str) -> Budget:
     return budgets[name]
 
 
+def _evaluation_settings(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """Take each post-job evaluation's block out of a suite's fields, validated by its own model."""
+    from tasks.evaluations.registry import all_evaluations
+
+    if "evaluations" in data:
+        raise UserError(f"{path}: unknown field 'evaluations'; give each evaluation its own top-level "
+                        "block instead (e.g. `serving: {enabled: true}`).")
+    settings = {}
+    for name, evaluation in all_evaluations().items():
+        if name not in data:
+            continue
+        block = data.pop(name)
+        if block is None:
+            block = {}
+        if not isinstance(block, dict):
+            raise UserError(f"{path}: field '{name}' must be a mapping of settings, "
+                            f"e.g. `{name}: {{enabled: true}}`.")
+        try:
+            settings[name] = evaluation.settings_model(**block)
+        except ValidationError as exc:
+            raise UserError(describe_validation_error(path, exc, within=name)) from None
+    return settings
+
+
 def load_suite(name_or_path: str | Path) -> Suite:
     """Load a suite by name (specs/suites/NAME.yaml) or path; check its budget and datasets exist."""
     path = Path(name_or_path)
@@ -238,10 +276,14 @@ def load_suite(name_or_path: str | Path) -> Suite:
             raise UserError(f"unknown suite '{name_or_path}': no file {path}; known suites: {known}.")
     data = _mapping(path)
     data.setdefault("name", path.stem)
+    data["evaluations"] = _evaluation_settings(path, data)
     try:
         suite = Suite(**data)
     except ValidationError as exc:
         raise UserError(describe_validation_error(path, exc)) from None
+    unknown = sorted(set(suite.model_extra or {}) - SUITE_FIELDS_OF_MODALITIES)
+    if unknown:
+        raise UserError(f"{path}: unknown field '{unknown[0]}'; remove it or check its spelling.")
     load_budget(suite.budget)
     for dataset in suite.datasets:
         card_name = dataset.split("[", 1)[0]  # `NAME[STREAMS]`: a modality combination of NAME

@@ -57,6 +57,39 @@ ALIGNMENT_METRICS: dict[str, str] = {
     "align_STREAM_unmatched_grid_rows": "grid rows with no sample of the stream within the join tolerance",
 }
 
+# Post-job evaluations (tasks/evaluations/): each one declares the metric names it records (its
+# `metrics`, NAME -> meaning; an upper-case part such as `cN` in `serve_cN_p99_ms` stands for a value).
+# They are listed through the registry, so adding an evaluation touches its own folder only.
+EVALUATION_TAGS: dict[str, str] = {
+    "evaluation.NAME": "outcome of the post-job evaluation NAME: ok | partial | failed | timeout | memory | "
+                       "not applicable (never the job's own status)",
+    "evaluation.NAME.reason": "why the evaluation NAME is not ok, with the last lines of its error or log",
+}
+EVALUATION_COMMON_METRICS: dict[str, str] = {
+    "eval_NAME_s": "wall time of the post-job evaluation NAME, seconds (its own limit, not the search "
+                   "budget)",
+}
+
+
+def evaluation_wall_metric(name: str) -> str:
+    return f"eval_{name}_s"
+
+
+def evaluation_metrics() -> dict[str, dict[str, str]]:
+    """Evaluation name -> the metric names it records (from the evaluations registry)."""
+    from tasks.evaluations.registry import all_evaluations
+
+    return {name: dict(evaluation.metrics) for name, evaluation in all_evaluations().items()}
+
+
+def name_pattern(name: str) -> str:
+    """A regular expression for a vocabulary name whose upper-case parts stand for values."""
+    import re
+
+    return "^" + "".join("[A-Za-z0-9_.-]+" if part.isupper() else re.escape(part)
+                         for part in re.split(r"([A-Z][A-Z0-9]*)", name) if part) + "$"
+
+
 # Tags on every job run (child run). Values are strings.
 JOB_TAGS: dict[str, str] = {
     "suite": "suite name",

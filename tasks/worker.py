@@ -49,10 +49,6 @@ def mark_stage(job_dir: Path, stage: str) -> None:
     (job_dir / STAGE_FILE).write_text(stage)
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
 def _latencies_ms(model: Any, X_test: Any, calls: int) -> list[float]:
     """Single-row predict latency, `calls` times, cycling through the test rows."""
     latencies = []
@@ -69,9 +65,7 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     import numpy as np
     import pandas as pd
 
-    from tasks.data.folds import split
-    from tasks.data.load import load_frame
-    from tasks.frameworks.base import TaskInfo
+    from tasks.data.fold_data import load_fold
     from tasks.frameworks.registry import get_adapter, write_model_identity
     from tasks.plan import Job
     from tasks.results import MODEL_DIR, PREDICTIONS_FILE
@@ -82,25 +76,11 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     adapter = get_adapter(job.framework)
 
     mark_stage(job_dir, "loading data")
-    frame = load_frame(spec)
-    train_rows, test_rows = split(spec, job.fold)
-    features = spec.features or [c for c in frame.columns if c != spec.target]
-    X, y = frame[features], frame[spec.target]
-    classes: tuple[Any, ...] = ()
-    if spec.problem_type in ("binary", "multiclass"):
-        # Plain labels, not a pandas 'category': frameworks differ in how they treat a category target.
-        y = y.astype(object)
-        classes = tuple(sorted((_plain(v) for v in y.dropna().unique()), key=str))
-    task = TaskInfo(
-        problem_type=spec.problem_type,
-        target=spec.target,
-        metric=str(spec.metric),
-        column_roles={c: r for c, r in spec.columns.items() if c in features},
-        classes=classes,
-    )
-    X_train, y_train = X.iloc[train_rows].reset_index(drop=True), y.iloc[train_rows].reset_index(drop=True)
-    X_test, y_test = X.iloc[test_rows].reset_index(drop=True), y.iloc[test_rows].reset_index(drop=True)
-    costs.update(train_rows=float(len(train_rows)), test_rows=float(len(test_rows)))
+    fold = load_fold(spec, job.fold)
+    task, classes, test_rows = fold.task, fold.task.classes, fold.test_rows
+    X_train, y_train, X_test, y_test = fold.X_train, fold.y_train, fold.X_test, fold.y_test
+    del fold  # the frames above are all the job keeps
+    costs.update(train_rows=float(len(X_train)), test_rows=float(len(X_test)))
     info["classes"] = list(classes)
 
     params = dict(payload.get("params", {}))

@@ -34,7 +34,14 @@ from tasks.plan import Job
 from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
 from tasks.specs import load_dataset_spec
 from tasks.tracking import store
-from tasks.vocabulary import COST_METRICS, FINISHED_STATUSES, RESULT, RETRYABLE_STATUSES, SCORE_METRICS
+from tasks.vocabulary import (
+    COST_METRICS,
+    FINISHED_STATUSES,
+    RESULT,
+    RETRYABLE_STATUSES,
+    SCORE_METRICS,
+    evaluation_wall_metric,
+)
 
 TRACKING_FILE = "tracking.json"  # in each job folder: execution id, job, and the run once logged
 PYFUNC_NAME = "model"  # the pyfunc model's name inside a job run
@@ -264,10 +271,32 @@ def recorded_results(execution_id: str) -> dict[str, JobResult]:
                 framework_version=tags.get("framework_version", ""),
                 scores={k: v for k, v in metrics.items() if k in scores},
                 costs={k: v for k, v in metrics.items() if k in COST_METRICS},
+                evaluations=_recorded_evaluations(tags, metrics),
             )
         page_token = page.token
         if not page_token:
             return results
+
+
+def _recorded_evaluations(tags: dict[str, str], metrics: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """The evaluations a job run records: status and reason from its tags, figures from its metrics."""
+    import re
+
+    from tasks.vocabulary import evaluation_metrics, name_pattern
+
+    evaluations: dict[str, dict[str, Any]] = {}
+    for name, names in evaluation_metrics().items():
+        status = tags.get(f"evaluation.{name}")
+        if status is None:
+            continue
+        patterns = [re.compile(name_pattern(metric)) for metric in names]
+        evaluations[name] = {
+            "status": status,
+            "reason": tags.get(f"evaluation.{name}.reason", ""),
+            "metrics": {k: v for k, v in metrics.items() if any(p.match(k) for p in patterns)},
+            "wall_s": metrics.get(evaluation_wall_metric(name), 0.0),
+        }
+    return evaluations
 
 
 def finished_job_keys(execution_id: str) -> set[str]:
@@ -315,6 +344,10 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     }
     if result.error:
         tags["error"] = result.error[-_ERROR_CHARS:]
+    for name, outcome in sorted(result.evaluations.items()):
+        tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
+        if outcome.get("reason"):
+            tags[f"evaluation.{name}.reason"] = str(outcome["reason"])[-_ERROR_CHARS:]
     return tags
 
 
@@ -364,7 +397,11 @@ def log_alignment_reports(execution: Execution, datasets: list[str]) -> list[str
 
 
 def _job_metrics(result: JobResult) -> dict[str, float]:
-    figures = {**result.scores, **result.costs}
+    figures: dict[str, Any] = {**result.scores, **result.costs}
+    for name, outcome in result.evaluations.items():
+        figures.update(outcome.get("metrics", {}))
+        if outcome.get("wall_s"):
+            figures[evaluation_wall_metric(name)] = outcome["wall_s"]
     # No fake zeros: a figure that was not measured is simply absent from the run.
     return {name: float(value) for name, value in figures.items()
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)}
@@ -409,6 +446,7 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             predictions = job_dir / PREDICTIONS_FILE
             if predictions.is_file():
                 client.log_artifact(run_id, str(predictions))
+            _log_evaluation_files(run_id, job_dir, result)
             model_dir = job_dir / MODEL_DIR
             if result.status == "ok" and model_dir.is_dir():
                 _log_pyfunc(run_id, job, result, model_dir)
@@ -421,6 +459,21 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             client.delete_run(run.info.run_id)
         _mark_logged(job_dir, run_id)
     return LoggedJob(run_id, time.perf_counter() - started)
+
+
+def _log_evaluation_files(run_id: str, job_dir: Path, result: JobResult) -> None:
+    """Each evaluation's result.json and the files it lists, under `evaluations/NAME/` on the run."""
+    from tasks.evaluations.stage import evaluation_folder
+
+    client = store.client()
+    for name, outcome in sorted(result.evaluations.items()):
+        folder = evaluation_folder(job_dir, name)
+        for relative in ["result.json", *outcome.get("files", [])]:
+            path = (folder / relative).resolve()
+            if path.is_file() and path.is_relative_to(folder.resolve()):
+                parent = Path(relative).parent
+                where = f"evaluations/{name}" + (f"/{parent.as_posix()}" if str(parent) != "." else "")
+                client.log_artifact(run_id, str(path), artifact_path=where)
 
 
 def _log_pyfunc(run_id: str, job: Job, result: JobResult, model_dir: Path) -> None:
