@@ -46,6 +46,8 @@ def configure_embedded_prefect(*, verbose: bool = False) -> None:
     if not verbose:
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        # MLflow's "View run ... / View experiment ..." per job; the CLI prints the execution's link once.
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_LOGGING_SERVER_LEVEL", "CRITICAL")
         os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "false")

@@ -440,6 +440,11 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
                                 tags={"execution_id": execution.execution_id})
         run_id = run.info.run_id
         try:
+            # The model goes first: logged after the metrics, MLflow would read each metric's
+            # history back to link it to the model (a request per metric).
+            model_dir = job_dir / MODEL_DIR
+            if result.status == "ok" and model_dir.is_dir():
+                _log_pyfunc(run_id, execution.experiment_id, job, result, model_dir)
             metrics = {**_alignment_metrics(job.dataset), **_job_metrics(result)}
             _log_batches(run_id, metrics, _job_params(job),
                          _job_tags(execution, job, result, problem_type, metric))
@@ -447,9 +452,6 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             if predictions.is_file():
                 client.log_artifact(run_id, str(predictions))
             _log_evaluation_files(run_id, job_dir, result)
-            model_dir = job_dir / MODEL_DIR
-            if result.status == "ok" and model_dir.is_dir():
-                _log_pyfunc(run_id, job, result, model_dir)
         except BaseException:
             # Half a record must not count as a record: drop it so the job can be logged again.
             client.delete_run(run_id)
@@ -476,20 +478,27 @@ def _log_evaluation_files(run_id: str, job_dir: Path, result: JobResult) -> None
                 client.log_artifact(run_id, str(path), artifact_path=where)
 
 
-def _log_pyfunc(run_id: str, job: Job, result: JobResult, model_dir: Path) -> None:
+def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, model_dir: Path) -> None:
     from tasks.tracking.pyfunc import AdapterPyfunc, requirements
 
     mlflow.set_tracking_uri(store.tracking_uri())
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
-    with mlflow.start_run(run_id=run_id, log_system_metrics=False):
-        mlflow.pyfunc.log_model(
-            name=PYFUNC_NAME,
-            python_model=AdapterPyfunc(),
-            artifacts={"model_dir": str(model_dir)},
-            # Given, not inferred: inference loads the model in a subprocess, seconds per job.
-            pip_requirements=requirements(job.framework, result.framework_version),
-        )
+    # The logged model made here and Model.log given its id, not pyfunc.log_model inside start_run:
+    # no active run to start and end (requests and a printed link per job), no thread-local state.
+    logged_model = store.client().create_logged_model(
+        experiment_id, name=PYFUNC_NAME, source_run_id=run_id, params=_job_params(job))
+    mlflow.models.Model.log(
+        flavor=mlflow.pyfunc,
+        run_id=run_id,
+        model_id=logged_model.model_id,
+        artifact_path=None,
+        name=PYFUNC_NAME,
+        python_model=AdapterPyfunc(),
+        artifacts={"model_dir": str(model_dir)},
+        # Given, not inferred: inference loads the model in a subprocess, seconds per job.
+        pip_requirements=requirements(job.framework, result.framework_version),
+    )
 
 
 # ---------------------------------------------------------------- job folders: pending -> logged

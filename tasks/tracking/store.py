@@ -3,6 +3,10 @@
 Embedded default: ``sqlite:///<root>/mlflow/mlflow.db`` with artifacts under ``<root>/mlflow/artifacts``.
 ``MLFLOW_TRACKING_URI`` (a server such as ``http://127.0.0.1:5000`` or another database) overrides it;
 a server then decides where artifacts go.
+
+Against a server, the harness bounds MLflow's HTTP client (``HTTP_SETTINGS``): MLflow's own defaults
+retry with back-off for minutes per request, which held suites for the whole night when a server
+went away. A variable the user set explicitly still wins.
 """
 
 from __future__ import annotations
@@ -18,6 +22,15 @@ from tasks import paths
 DB_FILE = "mlflow.db"
 ARTIFACTS_DIR = "artifacts"
 
+# Per request: at most 3 attempts (the second at once, the third 1 s later), each attempt's
+# connect (and each read) cut at 10 s. A refused connection fails in about 1 s, a hung server in 30 s.
+HTTP_SETTINGS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.2",
+}
+
 
 def embedded_db_path() -> Path:
     return paths.mlflow_dir() / DB_FILE
@@ -29,6 +42,17 @@ def embedded_artifacts_dir() -> Path:
 
 def is_embedded() -> bool:
     return not os.environ.get("MLFLOW_TRACKING_URI")
+
+
+def is_server(uri: str | None = None) -> bool:
+    """Whether the store is a tracking server (reached over HTTP) rather than a database or files."""
+    return (uri or tracking_uri()).startswith(("http://", "https://"))
+
+
+def bound_http_requests() -> None:
+    """The harness's HTTP timeouts and retries for recording (before any request is made)."""
+    for name, value in HTTP_SETTINGS.items():
+        os.environ.setdefault(name, value)
 
 
 def tracking_uri() -> str:
@@ -48,6 +72,7 @@ def artifact_location(experiment_name: str) -> str | None:
 
 @lru_cache(maxsize=8)
 def _client_for(uri: str) -> MlflowClient:
+    bound_http_requests()
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         embedded_artifacts_dir().mkdir(parents=True, exist_ok=True)
