@@ -272,12 +272,23 @@ def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool
     if execution not in ("auto", "new"):
         check_execution_choice(suite, execution)
         return tracking.open_execution(execution)
-    if execution == "auto":
-        unfinished = tracking.latest_execution(suite, unfinished_only=True)
-        if unfinished is not None:
-            return tracking.open_execution(unfinished)
-    return tracking.start_execution(suite, team=team, selection=plan.selection(), budget=plan.budget.name,
-                                    trigger=trigger)
+    try:
+        if execution == "auto":
+            unfinished = tracking.latest_execution(suite, unfinished_only=True)
+            if unfinished is not None:
+                return tracking.open_execution(unfinished)
+        return tracking.start_execution(suite, team=team, selection=plan.selection(),
+                                        budget=plan.budget.name, trigger=trigger)
+    except Exception as exc:
+        from tasks.tracking import breaker
+
+        if not breaker.is_unreachable(exc):
+            raise
+        # The store is away: run anyway, results on disk; the parent run is made when it answers.
+        offline = tracking.start_offline_execution(suite, team=team, selection=plan.selection(),
+                                                   budget=plan.budget.name, trigger=trigger)
+        breaker.open_from_start(offline.execution_id, breaker.describe(exc))
+        return offline
 
 
 def _warm_up_launcher() -> None:
@@ -309,6 +320,7 @@ def benchmark(
     execution id to resume. retry_failed: re-run the failed/timeout/memory jobs of the latest execution.
     trigger: what started it (cli, manual, nightly), tagged on a fresh execution.
     """
+    from tasks.tracking import breaker
     from tasks.tracking import log as tracking
 
     try:
@@ -320,7 +332,7 @@ def benchmark(
     _warm_up_launcher()
     chosen = _choose_execution(suite, plan, execution, retry_failed, team or "", trigger)
     narrowed = any(v is not None for v in (frameworks, datasets, folds, budget))
-    recorded_selection = tracking.execution_selection(chosen.execution_id)
+    recorded_selection = {} if chosen.offline else tracking.execution_selection(chosen.execution_id)
     if recorded_selection and not narrowed:
         # A resumed execution plans the jobs it was started with, whatever the suite says now.
         plan = resolve_plan(suite, recorded_selection.get("frameworks"), recorded_selection.get("datasets"),
@@ -347,7 +359,7 @@ def benchmark(
         for job in jobs
     }
 
-    recorded_jobs = tracking.recorded_jobs(chosen.execution_id)
+    recorded_jobs = {} if chosen.offline else tracking.recorded_jobs(chosen.execution_id)
     if retry_failed:
         to_run = [job for job in jobs if recorded_jobs.get(job.key) and
                   recorded_jobs[job.key].status in RETRYABLE_STATUSES]
@@ -365,12 +377,16 @@ def benchmark(
         with tracking.system_metrics(chosen):
             execute_jobs(runnable, contexts, parallel=parallel)
     except BaseException:
-        tracking.mark_unfinished(chosen)
+        if not breaker.is_open(chosen.execution_id):
+            tracking.mark_unfinished(chosen)
         raise
 
+    # The store had its chance during the run; what still waits is kept on disk, with why.
+    waiting = breaker.settle(chosen.execution_id)
+    store_away = breaker.is_open(chosen.execution_id)
     # The record is the truth (job folders may be on other machines); a job not logged yet is read
     # from its folder here, so the leaderboard still shows it.
-    recorded = tracking.recorded_results(chosen.execution_id)
+    recorded = {} if store_away else tracking.recorded_results(chosen.execution_id)
     records = []
     for job in jobs:
         job_dir = job_dir_for(job)
@@ -388,11 +404,14 @@ def benchmark(
                           description=f"Leaderboard of {plan.suite.name}, execution {chosen.execution_id}")
     create_markdown_artifact(key=_artifact_key(plan.suite.name, "summary"), markdown=markdown,
                              description=f"Summary of {plan.suite.name}")
-    if covers_execution:
+    if store_away:  # `automl-eval sync` ends the execution once its results are logged
+        tracking.defer_finish(chosen, finished=covers_execution, summary_markdown=markdown,
+                              data_gate_failures=gate_failures)
+    elif covers_execution:
         tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures)
     else:
         tracking.mark_unfinished(chosen)
-    report_folder = report_and_publish(chosen.execution_id, plan.suite.name)
+    report_folder = "" if store_away else report_and_publish(chosen.execution_id, plan.suite.name)
     return {
         "suite": plan.suite.name,
         "execution_id": chosen.execution_id,
@@ -403,6 +422,8 @@ def benchmark(
         "leaderboard": [row.__dict__ for row in rows],
         "summary": markdown,
         "report": report_folder,
+        "waiting": {"count": waiting.count, "reason": waiting.reason},
+        "execution_url": tracking.execution_url(chosen),
     }
 
 

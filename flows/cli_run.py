@@ -84,7 +84,7 @@ class ProgressBar:
 
     def __init__(self, progress: Progress) -> None:
         self._progress = progress
-        self._task_id = progress.add_task("planning", total=None, running="")
+        self._task_id = progress.add_task("planning", total=None, running="", waiting="")
         self._running: dict[str, str] = {}
         self._lock = threading.Lock()
         self.failures: list[str] = []
@@ -108,6 +108,14 @@ class ProgressBar:
                 self.failures.append(f"{job.label}: {result.status}")
             self._progress.advance(self._task_id)
             self._refresh()
+            self._show_waiting()
+
+    def _show_waiting(self) -> None:
+        from tasks.tracking.breaker import waiting_now
+
+        waiting = waiting_now()
+        text = f"[yellow]{waiting.count} waiting on disk ({waiting.reason})[/]" if waiting.count else ""
+        self._progress.update(self._task_id, waiting=text)
 
 
 def print_leaderboard(rows: list[dict[str, Any]], suite: str, execution_id: str) -> None:
@@ -166,7 +174,8 @@ def run_command(
     execution = "new" if new else (resume or "auto")
     check_execution_choice(suite, execution, retry_failed)
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[running]}")]
+               TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[running]}"),
+               TextColumn("{task.fields[waiting]}")]
     with Progress(*columns, console=console, transient=False) as progress:
         bar = ProgressBar(progress)
         set_progress_listener(bar)
@@ -187,18 +196,31 @@ def run_command(
         console.print(f"[yellow]skipped dataset {name}[/]: {why}", highlight=False)
     for failure in bar.failures:
         console.print(f"[red]{failure}[/]", highlight=False)
+    waiting = outcome.get("waiting") or {}
+    if waiting.get("count"):
+        console.print(f"[yellow]{waiting['count']} result(s) wait on disk[/] ({waiting['reason']}): "
+                      "nothing is lost; `automl-eval sync` logs them once the store answers.",
+                      highlight=False)
     console.print("Results in MLflow: `make ui`; again later: `automl-eval run "
                   f"{suite}` resumes, `--retry-failed` re-runs failures.", highlight=False)
+    if outcome.get("execution_url"):
+        console.print(f"Execution: {outcome['execution_url']}", highlight=False, soft_wrap=True)
 
 
 def sync_command() -> None:
     """Log job folders that finished but were never recorded (e.g. the tracking server was down)."""
-    from tasks.tracking.log import log_job_dir, pending_job_dirs
+    from tasks.tracking.breaker import describe, is_unreachable
+    from tasks.tracking.log import apply_deferred_finishes, log_job_dir, pending_job_dirs, waiting_reason
 
     pending = pending_job_dirs()
     if not pending:
+        apply_deferred_finishes()
         console.print("Nothing to sync: every finished job is recorded.")
         return
+    console.print(f"{len(pending)} result(s) wait on disk:", highlight=False)
+    for job_dir in pending:
+        why = waiting_reason(job_dir) or "not logged yet"
+        console.print(f"  {job_dir.parent.name}/{job_dir.name}: {why}", highlight=False)
     failed = 0
     for job_dir in pending:
         try:
@@ -206,11 +228,15 @@ def sync_command() -> None:
             console.print(f"logged {job_dir.name} -> run {logged.run_id}", highlight=False)
         except Exception as exc:
             failed += 1
-            console.print(f"[red]could not log {job_dir}[/]: {exc}", highlight=False)
+            console.print(f"[red]could not log {job_dir}[/]: {describe(exc)}", highlight=False)
+            if is_unreachable(exc):  # the store is away: the others would only wait the same
+                failed = len(pending) - pending.index(job_dir)
+                break
     if failed:
         raise UserError(
             f"{failed} job folder(s) could not be logged; check MLFLOW_TRACKING_URI and run sync again."
         )
+    apply_deferred_finishes()
 
 
 def register(app: typer.Typer) -> None:

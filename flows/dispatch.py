@@ -3,8 +3,9 @@
 ``execute_jobs`` runs jobs in this process, as many at once as the cores allow (the budget's cores
 per job against this host's cores, and its GPUs against the visible devices). ``run_one_job`` is
 the unit every mode calls: it runs the job under the watchdog (tasks.jobs), then records it in
-MLflow. Recording is a separate task with retries: if the tracking store stays unreachable, the
-result waits in the job folder and ``automl-eval sync`` (or the next run) logs it.
+MLflow. Recording is a separate task behind the execution's circuit breaker: if the tracking store
+is unreachable, the result waits in the job folder and is logged when the store answers again, or by
+``automl-eval sync`` (or the next run).
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ from tasks.results import JobResult
 from tasks.specs import Budget
 
 logger = logging.getLogger("automl_eval.dispatch")
-
-RECORD_RETRIES = 3
-RECORD_RETRY_DELAYS_S = [2, 10, 30]
 
 
 class ProgressListener(Protocol):
@@ -132,13 +130,16 @@ _gpu_pool: GpuPool | None = None
 # ---------------------------------------------------------------- the per-job tasks
 
 
-@task(name="record-job", retries=RECORD_RETRIES, retry_delay_seconds=RECORD_RETRY_DELAYS_S,
-      cache_policy=NO_CACHE)
-def record_job(job_dir: str) -> str:
-    """Log a finished job folder to MLflow; returns the run id. Retried if the store is unreachable."""
-    from tasks.tracking.log import log_job_dir
+@task(name="record-job", cache_policy=NO_CACHE)
+def record_job(job_dir: str) -> str | None:
+    """Log a finished job folder to MLflow; the run id, or None when the result waits on disk.
 
-    return log_job_dir(Path(job_dir)).run_id
+    No task retries: the execution's circuit breaker (tasks.tracking.breaker) bounds the wait once,
+    then probes the store in the background and logs what waits when it answers again.
+    """
+    from tasks.tracking.breaker import record
+
+    return record(Path(job_dir))
 
 
 def _run_under_watchdog(job: Job, job_dir: Path, gpu_devices: list[int] | None,

@@ -44,6 +44,7 @@ from tasks.vocabulary import (
 )
 
 TRACKING_FILE = "tracking.json"  # in each job folder: execution id, job, and the run once logged
+OFFLINE_PREFIX = "offline-"  # an execution started while the store was unreachable
 PYFUNC_NAME = "model"  # the pyfunc model's name inside a job run
 _BATCH = 100  # MLflow's limit of params or tags per log_batch call
 _ERROR_CHARS = 4000
@@ -62,6 +63,11 @@ class Execution:
     execution_id: str  # the parent run id
     experiment_id: str
     team: str = ""
+
+    @property
+    def offline(self) -> bool:
+        """Started while the store was unreachable: its parent run is created when it answers."""
+        return self.execution_id.startswith(OFFLINE_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,41 @@ def start_execution(suite: str, *, team: str = "", selection: dict[str, Any] | N
     return Execution(suite, execution_id, experiment_id, team)
 
 
+def _executions_dir() -> Path:
+    return paths.runs_dir() / ".executions"
+
+
+def start_offline_execution(suite: str, *, team: str = "", selection: dict[str, Any] | None = None,
+                            budget: str = "", trigger: str = "cli") -> Execution:
+    """The store cannot be reached: an execution kept on disk, whose parent run is made later."""
+    import uuid
+
+    execution = Execution(suite, f"{OFFLINE_PREFIX}{uuid.uuid4().hex}", "", team)
+    path = _executions_dir() / f"{execution.execution_id}.start.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(path, {"suite": suite, "team": team, "selection": selection or {}, "budget": budget,
+                       "trigger": trigger, "started_at": time.time(), "execution": None})
+    return execution
+
+
+_resolve_lock = threading.Lock()
+
+
+def resolve_execution(execution: Execution) -> Execution:
+    """An offline execution's parent run, created once (the first time the store answers)."""
+    if not execution.offline:
+        return execution
+    path = _executions_dir() / f"{execution.execution_id}.start.json"
+    with _resolve_lock:
+        record = json.loads(path.read_text())
+        if not record.get("execution"):
+            created = start_execution(record["suite"], team=record["team"], selection=record["selection"],
+                                      budget=record["budget"], trigger=record["trigger"])
+            record["execution"] = created.__dict__
+            _write_json(path, record)
+        return Execution(**record["execution"])
+
+
 def _execution_from_run(run: Any) -> Execution:
     return Execution(run.data.tags.get("suite", ""), run.info.run_id, run.info.experiment_id,
                      run.data.tags.get("team", ""))
@@ -207,6 +248,9 @@ def system_metrics(execution: Execution, sampling_interval_s: float = 15.0) -> I
     """
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
+    if execution.offline:  # no parent run to sample into
+        yield
+        return
     try:
         monitor = SystemMetricsMonitor(execution.execution_id, sampling_interval=sampling_interval_s,
                                        resume_logging=True, tracking_uri=store.tracking_uri())
@@ -218,7 +262,55 @@ def system_metrics(execution: Execution, sampling_interval_s: float = 15.0) -> I
     try:
         yield
     finally:
-        monitor.finish()
+        from tasks.tracking.breaker import is_open
+
+        # With the store away its last samples cannot be sent: that is said once, by the breaker.
+        monitor_log = logging.getLogger("mlflow.system_metrics")
+        level = monitor_log.level
+        if is_open(execution.execution_id):
+            monitor_log.setLevel(logging.CRITICAL)
+        try:
+            monitor.finish()
+        finally:
+            monitor_log.setLevel(level)
+
+
+def execution_url(execution: Execution) -> str:
+    """Where a person opens the execution's parent run: a tracking server's page, else ""."""
+    if execution.offline or not store.is_server():
+        return ""
+    return (f"{store.tracking_uri().rstrip('/')}/#/experiments/{execution.experiment_id}"
+            f"/runs/{execution.execution_id}")
+
+
+def _deferred_finish_path(execution_id: str) -> Path:
+    return _executions_dir() / f"{execution_id}.end.json"
+
+
+def defer_finish(execution: Execution, *, finished: bool, summary_markdown: str = "",
+                 data_gate_failures: dict[str, str] | None = None) -> None:
+    """The store is unreachable at the end of a run: keep how the execution ended, for `sync`."""
+    record = {"execution": execution.__dict__, "finished": finished, "summary_markdown": summary_markdown,
+              "data_gate_failures": data_gate_failures or {}}
+    path = _deferred_finish_path(execution.execution_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(path, record)
+
+
+def apply_deferred_finishes() -> list[str]:
+    """Finish (or mark unfinished) each execution whose end was kept on disk; returns their ids."""
+    applied = []
+    for path in sorted(_executions_dir().glob("*.end.json")):
+        record = json.loads(path.read_text())
+        execution = resolve_execution(Execution(**record["execution"]))
+        if record["finished"]:
+            finish_execution(execution, summary_markdown=record["summary_markdown"],
+                             data_gate_failures=record["data_gate_failures"])
+        else:
+            mark_unfinished(execution)
+        path.unlink()
+        applied.append(execution.execution_id)
+    return applied
 
 
 def mark_unfinished(execution: Execution) -> None:
@@ -430,6 +522,7 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
     """
     started = time.perf_counter()
     client = store.client()
+    execution = resolve_execution(execution)
     with _write_lock:
         earlier = _runs_of_job(execution.execution_id, execution.experiment_id, job.key)
         for run in earlier:
@@ -523,11 +616,24 @@ def mark_result_final(job_dir: Path) -> None:
 
     (The worker writes a first result.json itself; only the harness's final one may be recorded.)
     """
-    _update_record(job_dir, result_final=True)
+    _update_record(job_dir, result_final=True, finished_at=time.time())
 
 
 def _mark_logged(job_dir: Path, run_id: str) -> None:
-    _update_record(job_dir, run_id=run_id)
+    _update_record(job_dir, run_id=run_id, waiting=None)
+
+
+def mark_waiting(job_dir: Path, reason: str) -> None:
+    """The result stays on disk for now: `tracking.json` says why, and `automl-eval sync` logs it."""
+    _update_record(job_dir, waiting=reason)
+
+
+def waiting_reason(job_dir: Path) -> str:
+    """Why a pending job folder was not logged yet ("" when no attempt failed)."""
+    try:
+        return str(json.loads((job_dir / TRACKING_FILE).read_text()).get("waiting") or "")
+    except (OSError, json.JSONDecodeError):
+        return ""
 
 
 def _update_record(job_dir: Path, **fields: Any) -> None:
@@ -551,7 +657,7 @@ def pending_job_dirs(root: Path | None = None) -> list[Path]:
     finish, so the next run of its execution runs it again.
     """
     root = root or paths.runs_dir()
-    pending = []
+    pending: list[tuple[float, Path]] = []
     for record_path in sorted(root.glob(f"**/{TRACKING_FILE}")):
         job_dir = record_path.parent
         try:
@@ -559,8 +665,13 @@ def pending_job_dirs(root: Path | None = None) -> list[Path]:
         except (OSError, json.JSONDecodeError):
             continue
         if record.get("result_final") and not record.get("run_id") and (job_dir / RESULT_FILE).is_file():
-            pending.append(job_dir)
-    return pending
+            pending.append((float(record.get("finished_at") or 0.0), job_dir))
+    return [job_dir for _, job_dir in sorted(pending)]  # in the order the jobs finished
+
+
+def folder_execution(job_dir: Path) -> Execution:
+    """The execution a job folder belongs to, from its `tracking.json`."""
+    return Execution(**json.loads((job_dir / TRACKING_FILE).read_text())["execution"])
 
 
 def log_job_dir(job_dir: Path) -> LoggedJob:
@@ -574,5 +685,8 @@ def log_job_dir(job_dir: Path) -> LoggedJob:
 
 
 def sync_pending(root: Path | None = None) -> list[LoggedJob]:
-    """Log every finished but unlogged job folder (e.g. the tracking server was down)."""
-    return [log_job_dir(job_dir) for job_dir in pending_job_dirs(root)]
+    """Log every finished but unlogged job folder (e.g. the tracking server was down), then end
+    the executions whose end waited for them."""
+    logged = [log_job_dir(job_dir) for job_dir in pending_job_dirs(root)]
+    apply_deferred_finishes()
+    return logged
