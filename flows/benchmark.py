@@ -329,6 +329,9 @@ def benchmark(
         logger.warning("some finished jobs could not be logged yet (%s); `automl-eval sync` retries.", exc)
 
     plan = resolve_plan(suite, frameworks, datasets, folds, budget)
+    from tasks.tracking import suite_lock
+
+    suite_lock.hold(plan.suite.name)  # held by the CLI already; a deployment's run takes it here
     _warm_up_launcher()
     chosen = _choose_execution(suite, plan, execution, retry_failed, team or "", trigger)
     narrowed = any(v is not None for v in (frameworks, datasets, folds, budget))

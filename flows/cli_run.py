@@ -72,6 +72,21 @@ def quiet_third_party_logs() -> None:
         handler.addFilter(chatter)
 
 
+def _guard_processes() -> None:
+    """Before anything starts: stop what a killed earlier run left, and make sure this one leaves nothing."""
+    from pathlib import Path
+
+    from tasks import orphans
+
+    prefect_home = os.environ.get("PREFECT_HOME")
+    if prefect_home and not os.environ.get("PREFECT_API_URL"):
+        stale = orphans.stop_stale_prefect_servers(Path(prefect_home))
+        if stale:
+            console.print(f"Stopped {len(stale)} Prefect API server(s) that an earlier, killed run of this "
+                          f"project left running (pid {', '.join(map(str, stale))}).", highlight=False)
+    orphans.guard_this_run()
+
+
 def _split(option: str | None) -> list[str] | None:
     if option is None:
         return None
@@ -161,6 +176,7 @@ def run_command(
 
     chosen_launcher()  # a bad AUTOML_EVAL_LAUNCHER is one sentence before anything starts
     configure_embedded_prefect(verbose=verbose)
+    _guard_processes()
     started = time.perf_counter()
     from flows.benchmark import benchmark, check_execution_choice, resolve_plan
     from flows.dispatch import set_progress_listener
@@ -170,7 +186,10 @@ def run_command(
 
     framework_names, dataset_names = _split(frameworks), _split(datasets)
     # Bad names are one sentence and exit 2 here, before Prefect starts.
-    resolve_plan(suite, framework_names, dataset_names, folds, budget)
+    plan = resolve_plan(suite, framework_names, dataset_names, folds, budget)
+    from tasks.tracking import suite_lock
+
+    suite_lock.hold(plan.suite.name)  # the same suite twice at once: one sentence, before Prefect starts
     execution = "new" if new else (resume or "auto")
     check_execution_choice(suite, execution, retry_failed)
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -211,8 +230,14 @@ def sync_command() -> None:
     """Log job folders that finished but were never recorded (e.g. the tracking server was down)."""
     from tasks.tracking.breaker import describe, is_unreachable
     from tasks.tracking.log import apply_deferred_finishes, log_job_dir, pending_job_dirs, waiting_reason
+    from tasks.tracking.suite_lock import running_elsewhere
 
     pending = pending_job_dirs()
+    running = sorted({job_dir.parent.name for job_dir in pending if running_elsewhere(job_dir.parent.name)})
+    if running:
+        console.print(f"Left to the runs in progress (they log their own results): {', '.join(running)}.",
+                      highlight=False)
+        pending = [job_dir for job_dir in pending if job_dir.parent.name not in running]
     if not pending:
         apply_deferred_finishes()
         console.print("Nothing to sync: every finished job is recorded.")

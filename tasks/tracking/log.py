@@ -687,6 +687,10 @@ def log_job_dir(job_dir: Path) -> LoggedJob:
 def sync_pending(root: Path | None = None) -> list[LoggedJob]:
     """Log every finished but unlogged job folder (e.g. the tracking server was down), then end
     the executions whose end waited for them."""
-    logged = [log_job_dir(job_dir) for job_dir in pending_job_dirs(root)]
+    from tasks.tracking.suite_lock import running_elsewhere
+
+    # A suite another process is running now logs its own folders (two writers would race).
+    pending = [job_dir for job_dir in pending_job_dirs(root) if not running_elsewhere(job_dir.parent.name)]
+    logged = [log_job_dir(job_dir) for job_dir in pending]
     apply_deferred_finishes()
     return logged
