@@ -11,6 +11,7 @@ went away. A variable the user set explicitly still wins.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -73,10 +74,17 @@ def artifact_location(experiment_name: str) -> str | None:
 @lru_cache(maxsize=8)
 def _client_for(uri: str) -> MlflowClient:
     bound_http_requests()
+    client = MlflowClient(tracking_uri=uri)
     if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        database = Path(uri.removeprefix("sqlite:///"))
+        database.parent.mkdir(parents=True, exist_ok=True)
         embedded_artifacts_dir().mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+        # Two runs starting at once would both create (migrate) a new store's schema and one fails:
+        # the first request, which creates it, is made by one process at a time.
+        with database.with_name(database.name + ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            client.search_experiments(max_results=1)
+    return client
 
 
 def client() -> MlflowClient:
