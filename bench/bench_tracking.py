@@ -3,7 +3,9 @@
 Logs job folders into a fresh embedded store (sqlite + local artifacts) in a scratch directory, the
 way a suite run records each job: first 20 synthetic folders (a constant model on a small frame),
 then, when the project's runs/ holds finished jobs (after `make demo`), copies of up to 2 per
-framework, whose models are the real AutoGluon/H2O/FLAML/sklearn folders.
+framework, whose models are the real AutoGluon/H2O/FLAML/sklearn folders. Then, where PostgreSQL
+runs, the synthetic folders again into the team stack's MLflow server (basic auth, PostgreSQL) on
+127.0.0.1, printed side by side with the embedded figure.
 Run: `python -m bench.bench_tracking` from the project root (part of `make bench`).
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SYNTHETIC_JOBS = 20
+SERVER_JOBS = 10
 REAL_PER_FRAMEWORK = 2
 
 
@@ -79,6 +82,47 @@ def _summary(seconds: list[float]) -> str:
     return f"median {statistics.median(seconds):.3f} s, max {max(seconds):.3f} s (n={len(seconds)})"
 
 
+def _log_synthetic(folder: Path, execution: object, count: int) -> list[float]:
+    from tasks.tracking import log as tracking
+
+    seconds = []
+    for fold in range(count):
+        job_dir = folder / f"synthetic{fold}"
+        _synthetic_folder(job_dir, fold, execution)
+        seconds.append(tracking.log_job_dir(job_dir).log_s)
+    return seconds
+
+
+def _against_server(home: Path, tracking: object) -> list[float]:
+    """The same records into a team-mode MLflow server (basic auth, PostgreSQL) on 127.0.0.1."""
+    import uuid
+
+    from flows import team_stack
+
+    try:
+        import psycopg2
+
+        psycopg2.connect(team_stack.default_settings().pg_url + "/postgres", connect_timeout=3).close()
+    except Exception as exc:
+        print(f"no MLflow server figure: PostgreSQL is not reachable ({type(exc).__name__}); "
+              "`.ci/run` and the team stack start it.")
+        return []
+    settings = team_stack.StackSettings(
+        state_dir=home / ".team", prefect_port=team_stack.free_port(), mlflow_port=team_stack.free_port(),
+        db_prefix=f"automl_eval_bench_{uuid.uuid4().hex[:8]}", workers=[])
+    try:
+        team_stack.up(settings)
+        client_env = team_stack.client_env(settings, team_stack.credentials(settings))
+        os.environ.update({k: v for k, v in client_env.items() if k.startswith("MLFLOW_")})
+        execution = tracking.start_execution("bench")  # type: ignore[attr-defined]
+        return _log_synthetic(home / "runs" / "server", execution, SERVER_JOBS)
+    finally:
+        for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+            os.environ.pop(name, None)
+        team_stack.down(settings.state_dir)
+        team_stack.drop_databases(settings)
+
+
 def main() -> dict[str, float]:
     figures: dict[str, float] = {}
     real = _real_folders(REAL_PER_FRAMEWORK)
@@ -89,6 +133,7 @@ def main() -> dict[str, float]:
         os.environ["AUTOML_EVAL_HOME"] = str(home)
         os.environ.pop("MLFLOW_TRACKING_URI", None)
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         started = time.perf_counter()
         from tasks.tracking import log as tracking
 
@@ -97,15 +142,17 @@ def main() -> dict[str, float]:
         execution = tracking.start_execution("bench")
         figures["first_execution_s"] = time.perf_counter() - started  # includes creating the schema
 
-        synthetic = []
-        for fold in range(SYNTHETIC_JOBS):
-            job_dir = home / "runs" / "bench" / f"synthetic{fold}"
-            _synthetic_folder(job_dir, fold, execution)
-            synthetic.append(tracking.log_job_dir(job_dir).log_s)
+        synthetic = _log_synthetic(home / "runs" / "sqlite", execution, SYNTHETIC_JOBS)
         print(f"MLflow logging per job, synthetic constant model: {_summary(synthetic)} "
               f"(first one includes MLflow's lazy imports: {synthetic[0]:.3f} s)")
         figures["log_s_median"] = statistics.median(synthetic[1:])
         figures["log_s_max"] = max(synthetic[1:])
+        server = _against_server(home, tracking)
+        if server:
+            figures["server_log_s_median"] = statistics.median(server[1:])
+            print(f"recording per job, side by side: embedded sqlite {figures['log_s_median']:.3f} s | "
+                  f"MLflow server (basic auth, PostgreSQL, 127.0.0.1) {figures['server_log_s_median']:.3f} s "
+                  f"(medians; server {_summary(server[1:])})")
 
         for framework, job_dirs in sorted(real.items()):
             seconds = []

@@ -148,12 +148,12 @@ def test_latest_unfinished_execution(home: Path) -> None:
 def test_an_unreachable_tracking_server_loses_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from flows.cli_run import sync_command
 
+    for name in store.HTTP_SETTINGS:  # MLflow's defaults as a user has them: the harness bounds them
+        monkeypatch.delenv(name, raising=False)
     execution = tracking.start_execution("unit")
     job = make_job()
     job_dir = finished_job_folder(home / "runs" / "unit" / job.key, execution, job)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens there
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "3")
     with pytest.raises(Exception):  # noqa: B017 - whatever the HTTP client raises
         tracking.log_job_dir(job_dir)
     assert tracking.pending_job_dirs() == [job_dir]  # the result waits on disk
@@ -162,6 +162,39 @@ def test_an_unreachable_tracking_server_loses_nothing(home: Path, monkeypatch: p
     sync_command()
     assert tracking.pending_job_dirs() == []
     assert set(tracking.recorded_jobs(execution.execution_id)) == {job.key}
+
+
+def test_the_breaker_sends_results_to_disk_at_once_then_logs_them_in_order(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from tasks.tracking.breaker import ExecutionBreaker
+
+    for name in store.HTTP_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    execution = tracking.start_execution("unit")
+    folders = [finished_job_folder(home / "runs" / "unit" / f"job{fold}", execution, make_job(fold=fold))
+               for fold in range(3)]
+    breaker = ExecutionBreaker(execution.execution_id, execution.experiment_id, probe_every_s=0.2)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # the server went away
+    assert breaker.record(folders[0]) is None  # waits out the bounded retries once, then opens
+    assert breaker.is_open and "unreachable" in breaker.reason
+    started = time.perf_counter()
+    assert breaker.record(folders[1]) is None and breaker.record(folders[2]) is None
+    assert time.perf_counter() - started < 1  # later results go straight to disk
+    assert tracking.pending_job_dirs() == folders
+    assert all("unreachable" in tracking.waiting_reason(folder) for folder in folders)
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the store answers again: the probe drains
+    deadline = time.monotonic() + 60
+    while breaker.is_open and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not breaker.is_open and breaker.settle().count == 0
+    assert tracking.pending_job_dirs() == []
+    runs = store.client().search_runs([execution.experiment_id], "tags.job_key LIKE '%'",
+                                      order_by=["attributes.start_time ASC"])
+    assert [run.data.tags["fold"] for run in runs] == ["0", "1", "2"]  # in the order the jobs finished
 
 
 def test_multimodal_job_runs_carry_alignment_figures_and_the_parent_its_report(
