@@ -389,7 +389,14 @@ def benchmark(
     store_away = breaker.is_open(chosen.execution_id)
     # The record is the truth (job folders may be on other machines); a job not logged yet is read
     # from its folder here, so the leaderboard still shows it.
-    recorded = {} if store_away else tracking.recorded_results(chosen.execution_id)
+    recorded: dict[str, JobResult] = {}
+    if not store_away:
+        try:
+            recorded = tracking.recorded_results(chosen.execution_id)
+        except Exception as exc:  # it went away just now (or, in team mode, while workers recorded)
+            if not breaker.is_unreachable(exc):
+                raise
+            store_away = True
     records = []
     for job in jobs:
         job_dir = job_dir_for(job)
@@ -407,13 +414,19 @@ def benchmark(
                           description=f"Leaderboard of {plan.suite.name}, execution {chosen.execution_id}")
     create_markdown_artifact(key=_artifact_key(plan.suite.name, "summary"), markdown=markdown,
                              description=f"Summary of {plan.suite.name}")
+    if not store_away:
+        try:
+            if covers_execution:
+                tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures)
+            else:
+                tracking.mark_unfinished(chosen)
+        except Exception as exc:
+            if not breaker.is_unreachable(exc):
+                raise
+            store_away = True
     if store_away:  # `automl-eval sync` ends the execution once its results are logged
         tracking.defer_finish(chosen, finished=covers_execution, summary_markdown=markdown,
                               data_gate_failures=gate_failures)
-    elif covers_execution:
-        tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures)
-    else:
-        tracking.mark_unfinished(chosen)
     report_folder = "" if store_away else report_and_publish(chosen.execution_id, plan.suite.name)
     return {
         "suite": plan.suite.name,
