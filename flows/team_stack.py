@@ -316,6 +316,7 @@ def worker_env(settings: StackSettings, creds: dict[str, str], worker: WorkerSpe
         "PREFECT_WORKER_QUERY_SECONDS": str(settings.worker_poll_s),
         "AUTOML_EVAL_HOME": str(paths.project_root()),
         "AUTOML_EVAL_WORKER_NAME": worker.name,
+        "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",  # a "View run" line per job, in every job log
     })
     env.update(settings.extra_worker_env)
     return env
