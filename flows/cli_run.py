@@ -87,6 +87,24 @@ def _guard_processes() -> None:
     orphans.guard_this_run()
 
 
+def _start_ephemeral_api() -> None:
+    """Start Prefect's ephemeral API server now, one run of the project at a time.
+
+    Two runs starting together would both migrate the project's `.prefect/` database, and one then
+    timed out waiting for its server. Prefect reuses this server for the flow (one per process).
+    """
+    if os.environ.get("PREFECT_API_URL") or not os.environ.get("PREFECT_HOME"):
+        return
+    import fcntl
+    from pathlib import Path
+
+    from prefect.server.api.server import SubprocessASGIServer
+
+    with (Path(os.environ["PREFECT_HOME"]) / ".start.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        SubprocessASGIServer().start()
+
+
 def _split(option: str | None) -> list[str] | None:
     if option is None:
         return None
@@ -192,6 +210,7 @@ def run_command(
     suite_lock.hold(plan.suite.name)  # the same suite twice at once: one sentence, before Prefect starts
     execution = "new" if new else (resume or "auto")
     check_execution_choice(suite, execution, retry_failed)
+    _start_ephemeral_api()
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[running]}"),
                TextColumn("{task.fields[waiting]}")]

@@ -270,7 +270,11 @@ def system_metrics(execution: Execution, sampling_interval_s: float = 15.0) -> I
         if is_open(execution.execution_id):
             monitor_log.setLevel(logging.CRITICAL)
         try:
-            monitor.finish()
+            if is_open(execution.execution_id):
+                # Its last samples cannot be sent; joining its thread would only wait out requests.
+                monitor._shutdown_event.set()
+            else:
+                monitor.finish()
         finally:
             monitor_log.setLevel(level)
 

@@ -20,8 +20,10 @@ from run_support.project import add_suites, run_cli, start_cli
 
 pytestmark = pytest.mark.integration
 
-# The harness's target: a suite ends within this many seconds of its last job when the store is away.
-AFTER_LAST_JOB_S = 30
+# The harness's target is 30 s from the last job to the end of the command with the store away
+# (measured 16-25 s on a 2-core machine at load 20). The test allows twice that, so a loaded CI
+# machine does not fail it; MLflow's default client retries alone take over 4 minutes per request.
+AFTER_LAST_JOB_S = 60
 HTTP_OVERRIDES = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT",
                   "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER")
 
