@@ -258,7 +258,7 @@ def sync_command() -> None:
                       highlight=False)
         pending = [job_dir for job_dir in pending if job_dir.parent.name not in running]
     if not pending:
-        apply_deferred_finishes()
+        _end_deferred_executions(apply_deferred_finishes)
         console.print("Nothing to sync: every finished job is recorded.")
         return
     console.print(f"{len(pending)} result(s) wait on disk:", highlight=False)
@@ -280,7 +280,17 @@ def sync_command() -> None:
         raise UserError(
             f"{failed} job folder(s) could not be logged; check MLFLOW_TRACKING_URI and run sync again."
         )
-    apply_deferred_finishes()
+    _end_deferred_executions(apply_deferred_finishes)
+
+
+def _end_deferred_executions(apply: Any) -> None:
+    from tasks.tracking.breaker import describe
+
+    try:
+        apply()
+    except Exception as exc:
+        raise UserError(f"the executions that ended while the store was away could not be ended in it "
+                        f"({describe(exc)}); check MLFLOW_TRACKING_URI and run sync again.") from None
 
 
 def register(app: typer.Typer) -> None:
