@@ -1,0 +1,288 @@
+"""Robustness by mutation testing: the saved model scored on corrupted copies of its test fold.
+
+Per corruption a degradation curve over severity (presets, then bisection towards the breaking
+point), then single (column x corruption) cells until the suite's coverage minimum or the time
+limit. Every case is scored by the harness (`context.score`); a model that raises or returns
+garbage on a case is a robustness failure, scored as the constant predictor and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, field_validator
+
+from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
+from tasks.evaluations.robustness.search import FRAME, Case, SearchSettings, degradation, search
+from tasks.specs import DatasetSpec
+
+CASES_FILE = "cases.csv"
+DEFAULT_CORRUPTIONS = [name for name, c in CORRUPTIONS.items() if not c.unavailable] + [
+    name for name, c in CORRUPTIONS.items() if c.unavailable]
+FAMILIES = sorted({c.family for c in CORRUPTIONS.values()})
+# Seconds kept back from time_s for writing the table and the result.
+RESERVE_S = 2.0
+
+
+class RobustnessSettings(EvaluationSettings):
+    """`robustness:` in a suite. Severities are shares of cells (of features, for feature_drop)."""
+
+    corruptions: list[str] = Field(default_factory=lambda: list(DEFAULT_CORRUPTIONS))
+    severities: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 1.0])
+    # `result` below clean - breaking_share x (clean - constant predictor) is broken (0.5: halfway).
+    breaking_share: float = Field(default=0.5, gt=0, le=1)
+    resolution: float = Field(default=0.05, gt=0, le=0.5)  # stop bisecting when the bracket is this narrow
+    max_bisections: int = Field(default=4, ge=0, le=20)  # per corruption
+    coverage_min: float = Field(default=0.5, ge=0, le=1)  # share of (column x corruption) cells to exercise
+    seed: int = Field(default=0, ge=0)
+
+    @field_validator("corruptions")
+    @classmethod
+    def _known_corruptions(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in CORRUPTIONS]
+        if unknown:
+            known = ", ".join(CORRUPTIONS)
+            raise ValueError(f"unknown corruption '{unknown[0]}'; known corruptions: {known}")
+        if not value:
+            raise ValueError("name at least one corruption")
+        return list(dict.fromkeys(value))
+
+    @field_validator("severities")
+    @classmethod
+    def _severities_in_range(cls, value: list[float]) -> list[float]:
+        outside = [s for s in value if not 0 < s <= 1]
+        if outside:
+            raise ValueError(f"severity {outside[0]} is outside (0, 1]; severities are shares of cells")
+        if not value:
+            raise ValueError("give at least one severity")
+        return sorted(set(value))
+
+
+def case_seed(data_version: str, fold: int, corruption: str, target: str, severity: float, seed: int) -> int:
+    """The seed of one corrupted copy: a function of what determines it, never of the framework."""
+    key = f"{data_version}|{fold}|{corruption}|{target}|{severity:.6f}|{seed}"
+    return int(hashlib.md5(key.encode()).hexdigest()[:8], 16)
+
+
+def frame_md5(frame: pd.DataFrame) -> str:
+    return hashlib.md5(frame.to_csv(index=False).encode()).hexdigest()
+
+
+class Scorer:
+    """Runs one case: corrupt, predict through the saved model, check the output, score via the harness."""
+
+    def __init__(self, context: EvaluationContext, model: Any, facts: FrameFacts,
+                 targets: dict[str, list[str]], breaking_share: float, seed: int) -> None:
+        self.context, self.model, self.facts, self.targets = context, model, facts, targets
+        self.breaking_share, self.seed = breaking_share, seed
+        fold = context.fold
+        self.X, self.task = fold.X_test, fold.task
+        self.constant_scores = _constant_scores(context)
+        self.clean_scores = self.predict_and_score(self.X)  # a failure here fails the evaluation
+        self.clean, self.constant = self.clean_scores["result"], self.constant_scores["result"]
+        self.data_version, self.fold_index = str(context.job.data_version), int(context.job.fold)
+
+    def predict_and_score(self, frame: pd.DataFrame) -> dict[str, float]:
+        predictions = np.asarray(self.model.predict(frame))
+        if len(predictions) != len(frame):
+            raise ValueError(f"returned {len(predictions)} predictions for {len(frame)} rows")
+        proba = None
+        if self.task.is_classification:
+            proba = self.model.predict_proba(frame)
+            values = np.asarray(proba, dtype=float)
+            if values.shape[0] != len(frame):
+                raise ValueError(f"returned {values.shape[0]} probability rows for {len(frame)} rows")
+            if not np.isfinite(values).all():
+                raise ValueError("returned NaN or infinite probabilities")
+        elif not np.isfinite(predictions.astype(float)).all():
+            raise ValueError("returned NaN or infinite predictions")
+        return self.context.score(predictions, proba)
+
+    def __call__(self, corruption: str, target: str, severity: float, phase: str) -> Case:
+        started = time.perf_counter()
+        entry = CORRUPTIONS[corruption]
+        targets = self.targets[corruption] if target == FRAME else [target]
+        seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed)
+                 for t in targets}
+        case = Case(corruption, entry.family, target, severity, phase,
+                    seed=case_seed(self.data_version, self.fold_index, corruption, target, severity,
+                                   self.seed))
+        try:
+            corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
+            case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
+        except Exception as exc:  # noqa: BLE001 - a corruption that cannot be built is recorded, not fatal
+            case.status, case.error = "not applicable", f"{type(exc).__name__}: {exc}"[:300]
+            case.wall_s = time.perf_counter() - started
+            return case
+        try:
+            case.scores = self.predict_and_score(corrupted)
+        except Exception as exc:  # noqa: BLE001 - a model that breaks on corrupted input is the finding
+            case.status, case.error = "failure", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            case.scores = dict(self.constant_scores)
+        case.result = case.scores["result"]
+        case.degradation = degradation(self.clean, self.constant, case.result)
+        case.broken = case.degradation > self.breaking_share
+        case.wall_s = time.perf_counter() - started
+        return case
+
+
+def _constant_scores(context: EvaluationContext) -> dict[str, float]:
+    """The constant predictor's scores on this fold: what a failed case scores, and the curve's floor."""
+    from tasks.frameworks.constant import ADAPTER
+
+    fold = context.fold
+    baseline = ADAPTER.fit(fold.X_train, fold.y_train, task=fold.task, budget=context.budget, params={},
+                           workdir=context.folder, seed=0)
+    proba = baseline.predict_proba(fold.X_test) if fold.task.is_classification else None
+    return context.score(baseline.predict(fold.X_test), proba)
+
+
+def permutation_importance(scorer: Scorer, seed: int) -> tuple[list[str], str]:
+    """Columns by the drop in `result` when each one's test values are shuffled, most important first.
+
+    All shuffled copies go through the model in one predict call (cheap for models with a large
+    per-call cost). If the model cannot take it, the card's column order stands, and why is returned.
+    """
+    X, columns = scorer.X, list(scorer.X.columns)
+    if len(columns) < 2:
+        return columns, ""
+    rng = np.random.default_rng(seed)
+    copies = []
+    for column in columns:
+        shuffled = X.copy()
+        shuffled[column] = X[column].to_numpy()[rng.permutation(len(X))]
+        copies.append(shuffled)
+    stacked = pd.concat(copies, ignore_index=True)
+    try:
+        predictions = np.asarray(scorer.model.predict(stacked))
+        proba = scorer.model.predict_proba(stacked) if scorer.task.is_classification else None
+        drops = {}
+        for index, column in enumerate(columns):
+            rows = slice(index * len(X), (index + 1) * len(X))
+            part = proba.iloc[rows].reset_index(drop=True) if proba is not None else None
+            drops[column] = scorer.clean - scorer.context.score(predictions[rows], part)["result"]
+    except Exception as exc:  # noqa: BLE001 - the ordering is a convenience, not a result
+        return columns, f"permutation check failed ({type(exc).__name__}: {exc}); card order used"
+    return sorted(columns, key=lambda c: (-drops[c], columns.index(c))), ""
+
+
+def summarize(outcome: Any, scorer: Scorer) -> dict[str, float]:
+    """The robust_* metrics of one job (see RobustnessEvaluation.metrics)."""
+    metrics: dict[str, float] = {}
+    by_family: dict[str, list[float]] = {}
+    for name, curve in outcome.curves.items():
+        if not curve.cases:
+            continue
+        metrics[f"robust_{name}_auc"] = curve.auc
+        # 1.0 when it held at every severity (the cases table tells which)
+        metrics[f"robust_{name}_breaking"] = curve.breaking_point if curve.breaking_point is not None else 1.0
+        by_family.setdefault(curve.family, []).append(curve.auc)
+    for family, aucs in by_family.items():
+        metrics[f"robust_{family}_auc"] = float(np.mean(aucs))
+    cases = [c for c in outcome.all_cases() if c.status != "not applicable"]
+    aucs = [a for values in by_family.values() for a in values]
+    if aucs:
+        metrics["robust_auc"] = float(np.mean(aucs))
+    metrics["robust_cases"] = float(len(cases))
+    metrics["robust_failures"] = float(sum(c.status == "failure" for c in cases))
+    if cases:
+        metrics["robust_degradation_mean"] = float(np.mean([c.degradation for c in cases]))
+    metrics["robust_coverage"] = outcome.coverage
+    metrics["robust_clean_result"] = scorer.clean
+    return metrics
+
+
+class RobustnessEvaluation(PostJobEvaluation):
+    name = "robustness"
+    settings_model = RobustnessSettings
+    metrics: ClassVar[dict[str, str]] = {
+        "robust_auc": "mean robustness AUC over the corruptions that apply (1 = never degrades)",
+        "robust_FAMILY_auc": "robustness AUC of a corruption family (missing, noise, unit, category, "
+                             "feature_drop, text, stream): mean over its corruptions",
+        "robust_CORRUPTION_auc": "area under 1 - degradation over severity for one corruption, "
+                                 "/ max severity",
+        "robust_CORRUPTION_breaking": "smallest severity where result fell below the breaking threshold "
+                                      "(halfway to the constant predictor); 1.0 if it held everywhere",
+        "robust_failures": "cases where the model raised or returned garbage (scored as the constant "
+                           "predictor)",
+        "robust_cases": "corrupted copies of the test fold scored",
+        "robust_degradation_mean": "mean degradation over the cases (0 = unaffected, 1 = constant predictor)",
+        "robust_coverage": "share of (column x corruption) cells exercised",
+        "robust_clean_result": "result on the clean test fold, re-scored in the evaluation",
+    }
+
+    def applies_to(self, spec: DatasetSpec, framework: str) -> str | None:
+        if spec.problem_type not in ("binary", "multiclass", "regression"):
+            return f"robustness scores tabular problem types, not {spec.problem_type}"
+        return None
+
+    def run(self, context: EvaluationContext) -> EvaluationResult:
+        settings: RobustnessSettings = context.settings  # type: ignore[assignment]
+        fold = context.fold
+        multimodal = context.spec.modality == "multimodal"
+        facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal)
+        scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed)
+        importance, importance_note = permutation_importance(scorer, settings.seed)
+        facts = FrameFacts(roles=facts.roles, importance=importance, multimodal=facts.multimodal)
+        scorer.facts = facts
+        order = {column: rank for rank, column in enumerate(importance)}
+        not_applicable: dict[str, str] = {}
+        chosen: dict[str, tuple[str, list[str]]] = {}
+        for name in settings.corruptions:
+            entry = CORRUPTIONS[name]
+            targets = [] if entry.unavailable else entry.targets(fold.X_test, facts)
+            if entry.unavailable:
+                if facts.multimodal:
+                    not_applicable[name] = entry.unavailable
+                continue
+            if not targets:
+                not_applicable[name] = f"nothing in {context.spec.name} for it to hit ({entry.description})"
+                continue
+            # Most important first (streams by their best column), so thin coverage hits what matters.
+            targets = sorted(targets, key=lambda t: min(
+                (order.get(c, len(order)) for c in facts.streams(fold.X_test).get(t, [t])), default=0))
+            chosen[name] = (entry.family, targets)
+        scorer.targets = {name: targets for name, (_, targets) in chosen.items()}
+        mean_case_s = [0.0]
+
+        def has_time() -> bool:
+            return context.time_left_s() > RESERVE_S + 1.5 * mean_case_s[0]
+
+        def run_case(name: str, target: str, severity: float, phase: str) -> Case:
+            case = scorer(name, target, severity, phase)
+            mean_case_s[0] = 0.8 * mean_case_s[0] + 0.2 * case.wall_s if mean_case_s[0] else case.wall_s
+            return case
+
+        outcome = search(chosen, run_case, SearchSettings(
+            presets=settings.severities, resolution=settings.resolution,
+            max_bisections=settings.max_bisections, coverage_min=settings.coverage_min,
+            probe_severity=settings.severities[len(settings.severities) // 2]), has_time)
+        cases = outcome.all_cases()
+        table = pd.DataFrame([c.row() for c in cases])
+        if not table.empty:
+            table.insert(0, "clean_result", scorer.clean)
+            table.insert(1, "constant_result", scorer.constant)
+        table.to_csv(context.folder / CASES_FILE, index=False)
+        metrics = summarize(outcome, scorer)
+        complete = outcome.finished_presets and outcome.coverage >= settings.coverage_min
+        curves = {name: {"auc": curve.auc, "breaking_point": curve.breaking_point,
+                         "bisections": curve.bisections, "cases": len(curve.cases)}
+                  for name, curve in outcome.curves.items() if curve.cases}
+        return EvaluationResult(
+            status="ok" if complete else "partial",
+            reason="" if complete else outcome.stop_reason,
+            metrics=metrics, files=[CASES_FILE],
+            info={"stop_reason": outcome.stop_reason, "coverage": outcome.coverage,
+                  "cells_total": outcome.cells_total, "cells_exercised": outcome.cells_exercised,
+                  "curves": curves, "not_applicable": not_applicable, "importance": importance[:20],
+                  "importance_note": importance_note, "clean_result": scorer.clean,
+                  "constant_result": scorer.constant,
+                  "failures": sorted({c.error for c in cases if c.status == "failure"})[:10]})
+
+
+EVALUATION = RobustnessEvaluation()

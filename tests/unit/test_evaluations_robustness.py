@@ -1,0 +1,243 @@
+"""Robustness by mutation testing: corruptions hit exactly what their severity asks, reproducibly;
+the breaking-point search finds a known break; a model that fails on corrupted input is a counted
+robustness failure; the stage records its cases; bad suite blocks are one sentence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from jobs_support.tiny_project import make_project
+
+from tasks.errors import UserError
+from tasks.evaluations.base import EvaluationContext
+from tasks.evaluations.robustness import (
+    CASES_FILE,
+    RobustnessSettings,
+    Scorer,
+    case_seed,
+    frame_md5,
+)
+from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
+from tasks.evaluations.robustness.search import FRAME, SearchSettings, search
+from tasks.evaluations.stage import evaluation_folder, run_evaluations
+from tasks.frameworks.base import FittedModel
+from tasks.jobs import run_job
+from tasks.plan import Job
+from tasks.specs import Budget, DatasetSpec, load_suite
+
+ROWS = 200
+AVAILABLE = [name for name, c in CORRUPTIONS.items() if not c.unavailable]
+BUDGET = Budget(name="robust", time_s=5, cores=1, memory_mb=2000)
+
+
+def _tiny_frame() -> tuple[pd.DataFrame, FrameFacts]:
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({
+        "a": rng.normal(10, 2, ROWS),  # no zeros: x10 changes every hit cell
+        "b": rng.integers(1, 90, ROWS),
+        "c": pd.Categorical(rng.choice(["red", "green", "blue"], ROWS)),
+        "note": [f"the quick brown fox number {i} jumps over the lazy dog" for i in range(ROWS)],
+        "acc__x__mean": rng.normal(size=ROWS),
+        "acc__x__std": rng.uniform(1, 2, ROWS),
+    })
+    roles = {"a": "numeric", "b": "numeric", "c": "categorical", "note": "text",
+             "acc__x__mean": "numeric", "acc__x__std": "numeric"}
+    return frame, FrameFacts(roles=roles, importance=["b", "a", "c", "note", "acc__x__mean", "acc__x__std"],
+                             multimodal=True)
+
+
+def _changed(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    left, right = before.astype(object), after.astype(object)
+    return left.ne(right) & ~(left.isna() & right.isna())
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+@pytest.mark.parametrize("severity", [0.1, 0.37, 1.0])
+def test_each_corruption_changes_the_share_its_severity_asks(name: str, severity: float) -> None:
+    frame, facts = _tiny_frame()
+    corruption = CORRUPTIONS[name]
+    targets = corruption.targets(frame, facts)
+    assert targets, f"{name} finds nothing to hit in the tiny frame"
+    seeds = {t: case_seed("v1", 0, name, t, severity, 0) for t in targets}
+    corrupted, mask = corrupt(frame, corruption, targets, severity, seeds.__getitem__, facts)
+    changed = _changed(frame, corrupted)
+    if name == "feature_drop":
+        dropped = int(np.ceil(severity * len(targets) - 1e-9))
+        assert list(mask.columns[mask.all()]) == sorted(targets[:dropped], key=list(frame.columns).index)
+    else:
+        per_column = mask.sum()
+        hit = per_column[per_column > 0]
+        assert (hit == int(ROWS * severity)).all(), hit.to_dict()
+        expected_columns = {c for t in targets for c in (facts.streams(frame).get(t) or [t])}
+        assert set(hit.index) == expected_columns
+    # Only masked cells change, and every masked cell does (casing can repeat a text only by chance).
+    assert not (changed & ~mask).to_numpy().any()
+    assert (changed == mask).to_numpy().mean() > 0.99
+    # Regeneration gives the same bytes; another seed, other rows.
+    again, _ = corrupt(frame, corruption, targets, severity, seeds.__getitem__, facts)
+    assert frame_md5(again) == frame_md5(corrupted)
+    if severity < 1.0 and name != "feature_drop":
+        other, _ = corrupt(frame, corruption, targets, severity, lambda t: seeds[t] + 1, facts)
+        assert frame_md5(other) != frame_md5(corrupted)
+
+
+def test_missing_mechanisms_honour_their_dependence() -> None:
+    frame, facts = _tiny_frame()
+    share_high = {}
+    for name in ("missing_mcar", "missing_mnar"):
+        high = []
+        for seed in range(20):
+            _, mask = corrupt(frame, CORRUPTIONS[name], ["a"], 0.2, lambda t, s=seed: s, facts)
+            high.append((frame.loc[mask["a"], "a"] > frame["a"].median()).mean())
+        share_high[name] = float(np.mean(high))
+    # MNAR: the higher the value, the likelier it goes missing; MCAR: no preference.
+    assert share_high["missing_mnar"] > 0.7
+    assert 0.35 < share_high["missing_mcar"] < 0.65
+    # MAR: the hit rows are a block of neighbouring values of the condition column, not of `a` itself.
+    from tasks.evaluations.robustness.corruptions import condition_column
+
+    condition = condition_column(frame, "a", facts)
+    assert condition != "a"
+    _, mask = corrupt(frame, CORRUPTIONS["missing_mar"], ["a"], 0.2, lambda t: 5, facts)
+    hit = frame.loc[mask["a"], condition]
+    between = frame[condition].gt(hit.min()) & frame[condition].lt(hit.max())
+    assert mask["a"].sum() == 40 and not (between & ~mask["a"]).any()
+
+
+# ---------------------------------------------------------------- the scorer on a test-only model
+
+
+class KnownBreakModel(FittedModel):
+    """Test-only: knows the test labels, and answers with the class prior once the share of missing
+    values in column x2 reaches `breaks_at` (so its breaking severity is known)."""
+
+    def __init__(self, truth: pd.Series, classes: tuple, breaks_at: float) -> None:
+        self.truth, self.classes, self.breaks_at = truth.astype(str).to_numpy(), classes, breaks_at
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        positive = np.asarray(self.truth == str(self.classes[1]), dtype=float)
+        if X["x2"].isna().mean() >= self.breaks_at:
+            positive = np.full(len(X), positive.mean())
+        return pd.DataFrame({self.classes[0]: 1 - positive, self.classes[1]: positive})
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        proba = self.predict_proba(X)
+        return np.where(proba.iloc[:, 1] > 0.5, self.classes[1], self.classes[0])
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+class RaisesOnMissing(FittedModel):
+    """Test-only: a model without missing-value handling, as many are."""
+
+    def __init__(self, classes: tuple) -> None:
+        self.classes = classes
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        if X[["x2"]].isna().any().any():
+            raise ValueError("Input X contains NaN.")
+        score = 1 / (1 + np.exp(-X["x2"].to_numpy(dtype=float)))
+        return pd.DataFrame({self.classes[0]: 1 - score, self.classes[1]: score})
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return np.where(self.predict_proba(X).iloc[:, 1] > 0.5, self.classes[1], self.classes[0])
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, DatasetSpec]:
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    return make_project(tmp_path / "project", rows=200)
+
+
+def _context(spec: DatasetSpec, tmp_path: Path, model_of, **settings) -> tuple[EvaluationContext, Scorer]:  # noqa: ANN001
+    job = Job("robust", spec.name, "v1", "constant", None, 0, 0, BUDGET, {})
+    folder = tmp_path / "eval"
+    folder.mkdir(exist_ok=True)
+    context = EvaluationContext(job=job, spec=spec, job_dir=tmp_path, folder=folder,
+                                settings=RobustnessSettings(enabled=True, **settings), cores=[])
+    context.__dict__["model"] = model_of(context.fold)  # the cached property, without a saved model
+    facts = FrameFacts(roles=dict(context.fold.task.column_roles))
+    return context, Scorer(context, context.model, facts, {}, 0.5, 0)
+
+
+def test_breaking_point_search_finds_a_known_break(project: dict[str, DatasetSpec], tmp_path: Path) -> None:
+    breaks_at, resolution = 0.37, 0.02
+    context, scorer = _context(project["binary"], tmp_path,
+                               lambda fold: KnownBreakModel(fold.y_test, fold.task.classes, breaks_at))
+    assert scorer.clean == pytest.approx(1.0)
+    scorer.targets = {"missing_mcar": ["x1", "x2", "color"]}
+    outcome = search({"missing_mcar": ("missing", scorer.targets["missing_mcar"])}, scorer,
+                     SearchSettings(presets=[0.1, 0.25, 0.5, 1.0], resolution=resolution, max_bisections=10,
+                                    coverage_min=0.0, probe_severity=0.5), has_time=lambda: True)
+    curve = outcome.curves["missing_mcar"]
+    low, high = curve.bracket()
+    # Rows are whole: the break is at the first share of rows >= breaks_at.
+    rows = len(context.fold.X_test)
+    assert high - low <= resolution and low < breaks_at <= high + 1 / rows
+    assert curve.breaking_point == high and 0 < curve.bisections <= 10
+    assert [c.broken for c in sorted(curve.cases, key=lambda c: c.severity)] == sorted(
+        c.broken for c in curve.cases)
+    # Two runs of the same case see the same bytes.
+    assert scorer("missing_mcar", FRAME, 0.25, "preset").md5 == curve.cases[1].md5
+
+
+def test_a_model_that_raises_on_missing_values_is_a_counted_failure(project: dict[str, DatasetSpec],
+                                                                    tmp_path: Path) -> None:
+    _, scorer = _context(project["binary"], tmp_path, lambda fold: RaisesOnMissing(fold.task.classes))
+    corruptions = {"missing_mcar": ("missing", ["x2"]), "gaussian_noise": ("noise", ["x2", "x1"])}
+    scorer.targets = {name: targets for name, (_, targets) in corruptions.items()}
+    outcome = search(corruptions, scorer, SearchSettings(
+        presets=[0.25, 1.0], resolution=0.1, max_bisections=0, coverage_min=1.0, probe_severity=0.25),
+        has_time=lambda: True)
+    failures = [c for c in outcome.all_cases() if c.status == "failure"]
+    assert failures and all(c.corruption == "missing_mcar" for c in failures)
+    assert all("contains NaN" in c.error and c.result == scorer.constant for c in failures)
+    noisy = [c for c in outcome.all_cases() if c.corruption == "gaussian_noise"]
+    assert noisy and all(c.status == "ok" for c in noisy)  # the suite went on
+    assert outcome.coverage == 1.0 and "coverage 100%" in outcome.stop_reason
+
+
+def test_the_stage_records_cases_and_metrics(project: dict[str, DatasetSpec], tmp_path: Path) -> None:
+    spec = project["binary"]
+    job = Job("robust", spec.name, "v0", "constant", None, 0, 0, BUDGET, {})
+    job_dir = tmp_path / "runs" / job.key
+    result = run_job(job, spec, job_dir)
+    assert result.status == "ok", result.error
+    block = {"enabled": True, "time_s": 60, "corruptions": ["missing_mcar", "category_swap", "text_casing",
+                                                             "stream_drop"],
+             "severities": [0.5, 1.0], "coverage_min": 1.0}
+    evaluated = run_evaluations(job, spec, job_dir, result, {"robustness": block})
+    outcome = evaluated.evaluations["robustness"]
+    assert outcome["status"] == "ok", outcome["reason"]
+    metrics = outcome["metrics"]
+    # The constant predictor reads no feature: nothing degrades, nothing breaks.
+    assert metrics["robust_missing_mcar_auc"] == pytest.approx(1.0)
+    assert metrics["robust_missing_mcar_breaking"] == 1.0 and metrics["robust_failures"] == 0
+    assert metrics["robust_coverage"] == 1.0 and "robust_stream_auc" not in metrics
+    folder = evaluation_folder(job_dir, "robustness")
+    cases = pd.read_csv(folder / CASES_FILE)
+    assert set(cases["corruption"]) == {"missing_mcar", "category_swap", "text_casing"}
+    assert cases["md5"].str.len().eq(32).all() and (cases["cells_changed"] > 0).all()
+    info = (folder / "result.json").read_text()
+    assert "stream_drop" not in info or "nothing in tiny_binary" in info
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("{enabled: true, corruptions: [missing, noise]}", r"s\.yaml: field 'robustness\.corruptions'.*unknown "
+                                                       r"corruption 'missing'"),
+    ("{enabled: true, severities: [0.5, 1.5]}", r"s\.yaml: field 'robustness\.severities'.*outside \(0, 1\]"),
+    ("{enabled: true, coverage_min: 2}", r"s\.yaml: field 'robustness\.coverage_min'"),
+])
+def test_bad_robustness_blocks_are_one_sentence(project: dict[str, DatasetSpec], tmp_path: Path, block: str,
+                                                message: str) -> None:
+    path = tmp_path / "project" / "specs" / "suites" / "s.yaml"
+    path.write_text(f"datasets: [tiny_binary]\nframeworks: [constant]\nbudget: smoke\nrobustness: {block}\n")
+    with pytest.raises(UserError, match=message):
+        load_suite(path)
