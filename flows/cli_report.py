@@ -105,6 +105,12 @@ def report(
         console.print(
             f"[yellow]unstable (spread > {spread_threshold:.0%}):[/] {', '.join(result.stability_flags)}"
         )
+    robust = result.robustness
+    if robust is not None and not robust.leaderboard.empty:
+        _print_frame(console, robust.leaderboard.round(4),
+                     "Robustness (rank on robustness AUC; clean rank beside)")
+    if robust is not None and not robust.families.empty:
+        _print_frame(console, robust.families.round(3), "Robustness AUC per corruption family")
     where = f"; also attached to MLflow run {logged_on} as artifacts" if logged_on else ""
     console.print(f"Report written to [bold]{result.folder}[/] (report.md, CSVs, PNGs){where}.")
 

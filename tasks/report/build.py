@@ -9,7 +9,18 @@ import pandas as pd
 
 from tasks.errors import UserError
 from tasks.multimodal.modality_table import modality_markdown, modality_table
-from tasks.report import aggregate, amlb, elo, jobs, leaderboard, pareto, plots, ranking, stability
+from tasks.report import (
+    aggregate,
+    amlb,
+    elo,
+    jobs,
+    leaderboard,
+    pareto,
+    plots,
+    ranking,
+    robustness,
+    stability,
+)
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
 
@@ -26,6 +37,7 @@ class Report:
     stability_flags: list[str]
     figures: list[Path] = field(default_factory=list)
     anchor: str = ""
+    robustness: robustness.RobustnessReport | None = None
 
 
 def build_report(
@@ -37,8 +49,12 @@ def build_report(
     spread_threshold: float = stability.DEFAULT_SPREAD_THRESHOLD,
     bootstrap_rounds: int = 200,
     alpha: float = 0.05,
+    robustness_cases: pd.DataFrame | None = None,
 ) -> Report:
-    """Compute every table and figure from job runs and write them under `folder`."""
+    """Compute every table and figure from job runs and write them under `folder`.
+
+    `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves).
+    """
     if runs.empty:
         raise UserError(f"no job runs to report on for {title}; check the suite name, run id or filter.")
     folder.mkdir(parents=True, exist_ok=True)
@@ -121,6 +137,9 @@ def build_report(
     modalities = modality_table(table)
     if not modalities.empty:
         modalities.to_csv(folder / "modality.csv", index=False)
+    robust = robustness.build(table, robustness_cases, folder, alpha=alpha, baseline=baseline)
+    if robust is not None:
+        figures += robust.figures
 
     markdown = _markdown(
         title,
@@ -138,9 +157,10 @@ def build_report(
         notes,
         figures,
         modality_markdown(modalities),
+        robustness.markdown(robust, _table, alpha) if robust is not None else [],
     )
     (folder / "report.md").write_text(markdown, encoding="utf-8")
-    return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor)
+    return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor, robust)
 
 
 def _failures_only(table: pd.DataFrame, folder: Path, title: str) -> Report:
@@ -185,6 +205,7 @@ def _markdown(
     notes: list[str],
     figures: list[Path],
     modalities: str = "",
+    robust_lines: list[str] | None = None,
 ) -> str:
     lines = [f"# Report: {title}", ""]
     lines += [
@@ -244,6 +265,7 @@ def _markdown(
             modalities,
             "",
         ]
+    lines += robust_lines or []
     if notes:
         lines += ["## Notes", "", *[f"- {note}." for note in notes], ""]
     lines += [
@@ -282,8 +304,10 @@ def report_execution(
     suite = parent.get("suite") or "suite"
     runs = read.job_runs(execution_id=execution_id, uri=uri)
     title = f"{suite}, execution {execution_id}"
+    cases = read.evaluation_tables(runs, "robustness", "cases.csv", uri=uri)
     report = build_report(
-        runs, folder or default_folder(f"{suite}-{execution_id[:8]}"), title=title, **options
+        runs, folder or default_folder(f"{suite}-{execution_id[:8]}"), title=title, robustness_cases=cases,
+        **options,
     )  # type: ignore[arg-type]
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)

@@ -22,7 +22,12 @@ from tasks.report import jobs as job_table
 from tasks.vocabulary import RESULT
 
 # quantity -> True when higher is better
-QUANTITIES: dict[str, bool] = {RESULT: True, "fit_s": False, "latency_p99_ms": False, "peak_rss_mb": False}
+QUANTITIES: dict[str, bool] = {RESULT: True, "fit_s": False, "latency_p99_ms": False, "peak_rss_mb": False,
+                               # robustness (a regression: AUC down, breaking point lower); runs without the
+                               # robustness evaluation lack them and are not compared on them
+                               "robust_auc": True, "robust_breaking_mean": True}
+# Quantities held to the result threshold rather than the (noisier) cost threshold.
+SCORE_QUANTITIES = frozenset({RESULT, "robust_auc", "robust_breaking_mean"})
 DEFAULT_RESULT_THRESHOLD = 0.02  # 2% of the baseline's |result|: AUC 0.85 -> 0.017
 DEFAULT_COST_THRESHOLD = 0.25  # costs are noisier: 25% slower or bigger
 DEFAULT_Z_THRESHOLD = 3.0
@@ -265,7 +270,7 @@ def _quantity_row(
     higher_is_better = QUANTITIES.get(quantity, True)
     worse = change < 0 if higher_is_better else change > 0
     relative = abs(change) / abs(baseline) if baseline else float("inf")
-    threshold = thresholds.result if quantity == RESULT else thresholds.cost
+    threshold = thresholds.result if quantity in SCORE_QUANTITIES else thresholds.cost
     # Without any estimate of the noise (single runs everywhere), the threshold alone decides.
     beyond_noise = bool(np.isnan(z) or abs(z) >= thresholds.z)
     regression = bool(worse and relative >= threshold and beyond_noise)

@@ -189,5 +189,30 @@ def log_folder(run_id: str, folder: Path, *, artifact_path: str = "report", uri:
     client(uri).log_artifacts(run_id, str(folder), artifact_path=artifact_path)
 
 
+def evaluation_tables(runs: pd.DataFrame, evaluation: str, file: str, *,
+                      uri: str | None = None) -> pd.DataFrame:
+    """One CSV an evaluation left on each job run (`evaluations/EVALUATION/FILE`), stacked, with the
+    run's dataset, framework, fold and seed in front; runs without it are skipped."""
+    import tempfile
+
+    status_tag = f"evaluation.{evaluation}"
+    if runs.empty or status_tag not in runs:
+        return pd.DataFrame()
+    tables = []
+    mlflow_client = client(uri)
+    with tempfile.TemporaryDirectory() as scratch:
+        for row in runs[runs[status_tag].fillna("").isin(["ok", "partial"])].to_dict("records"):
+            try:
+                artifact = f"evaluations/{evaluation}/{file}"
+                path = mlflow_client.download_artifacts(row["run_id"], artifact, scratch)
+                table = pd.read_csv(path)
+            except (MlflowException, OSError, pd.errors.EmptyDataError):
+                continue
+            for key in ("seed", "fold", "framework", "dataset"):
+                table.insert(0, key, row.get(key) if key in row else row.get(f"params.{key}"))
+            tables.append(table)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
 def set_tag(run_id: str, key: str, value: str, *, uri: str | None = None) -> None:
     client(uri).set_tag(run_id, key, value)

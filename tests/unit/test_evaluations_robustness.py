@@ -241,3 +241,54 @@ def test_bad_robustness_blocks_are_one_sentence(project: dict[str, DatasetSpec],
     path.write_text(f"datasets: [tiny_binary]\nframeworks: [constant]\nbudget: smoke\nrobustness: {block}\n")
     with pytest.raises(UserError, match=message):
         load_suite(path)
+
+
+# ---------------------------------------------------------------- the report's robust ranking
+
+
+def _job_table() -> pd.DataFrame:
+    from tasks.report.jobs import prepare
+
+    # robust_auc per (dataset, framework), and the clean result: b wins on clean data, c when corrupted.
+    robust = {"d1": {"a": 0.60, "b": 0.50, "c": 0.90}, "d2": {"a": 0.70, "b": 0.40, "c": 0.80},
+              "d3": {"a": 0.30, "b": 0.60, "c": 0.90}}
+    clean = {"d1": {"a": 0.80, "b": 0.90, "c": 0.70}, "d2": {"a": 0.85, "b": 0.95, "c": 0.75},
+             "d3": {"a": 0.70, "b": 0.80, "c": 0.60}}
+    rows = [{"dataset": d, "framework": f, "status": "ok", "metric": "auc", "auc": clean[d][f],
+             "result": clean[d][f], "robust_auc": robust[d][f], "robust_missing_auc": robust[d][f],
+             "robust_missing_mcar_breaking": 0.5 if f == "b" else 1.0, "fold": 0, "seed": 0}
+            for d in robust for f in robust[d]]
+    rows += [{"dataset": d, "framework": "constant", "status": "ok", "metric": "auc", "auc": 0.5,
+              "result": 0.5, "robust_auc": 1.0, "fold": 0, "seed": 0} for d in robust]
+    return prepare(pd.DataFrame(rows))
+
+
+def test_robust_ranking_agrees_with_a_hand_computed_one(tmp_path: Path) -> None:
+    from tasks.report import robustness
+
+    report = robustness.build(_job_table(), None, tmp_path)
+    board = report.leaderboard.set_index("framework")
+    # Ranks per dataset (1 = best AUC): d1 c1 a2 b3; d2 c1 a2 b3; d3 c1 b2 a3. Clean: b1 a2 c3 everywhere.
+    assert board["robust_rank"].to_dict() == pytest.approx({"c": 1.0, "a": 7 / 3, "b": 8 / 3})
+    assert board["clean_rank"].to_dict() == pytest.approx({"a": 2.0, "b": 1.0, "c": 3.0})
+    assert board.loc["c", "rank_change"] == pytest.approx(-2.0)  # loses on clean data, wins corrupted
+    assert "constant" not in board.index  # it reads no feature: robust by construction
+    assert list(board.index) == ["c", "a", "b"]
+    assert report.friedman is not None and report.friedman.frameworks == 3
+    families = report.families.set_index("family")
+    assert families.loc["missing", "degrades_least"] == "c"
+    breaking = report.breaking.set_index(["dataset", "corruption"])
+    assert breaking.loc[("d1", "missing_mcar"), "b"] == 0.5
+
+
+def test_compare_flags_a_robustness_regression() -> None:
+    from tasks.report.compare import compare
+
+    base = pd.DataFrame([{"dataset": "d", "framework": "hgb", "status": "ok", "metric": "auc", "result": 0.9,
+                          "robust_auc": 0.8 + 0.01 * s, "robust_breaking_mean": 0.7, "fold": 0, "seed": s}
+                         for s in range(3)])
+    worse = base.assign(robust_auc=base["robust_auc"] - 0.2, robust_breaking_mean=0.4)
+    table = compare(base, worse).table.set_index("metric")
+    assert bool(table.loc["robust_auc", "regression"]) and bool(table.loc["robust_breaking_mean", "regression"])
+    assert not bool(table.loc["result", "regression"])
+    assert not compare(base, base).regressed

@@ -176,7 +176,7 @@ def summarize(outcome: Any, scorer: Scorer) -> dict[str, float]:
     metrics: dict[str, float] = {}
     by_family: dict[str, list[float]] = {}
     for name, curve in outcome.curves.items():
-        if not curve.cases:
+        if not curve.scored:
             continue
         metrics[f"robust_{name}_auc"] = curve.auc
         # 1.0 when it held at every severity (the cases table tells which)
@@ -184,6 +184,9 @@ def summarize(outcome: Any, scorer: Scorer) -> dict[str, float]:
         by_family.setdefault(curve.family, []).append(curve.auc)
     for family, aucs in by_family.items():
         metrics[f"robust_{family}_auc"] = float(np.mean(aucs))
+    breaking = [v for k, v in metrics.items() if k.endswith("_breaking")]
+    if breaking:
+        metrics["robust_breaking_mean"] = float(np.mean(breaking))
     cases = [c for c in outcome.all_cases() if c.status != "not applicable"]
     aucs = [a for values in by_family.values() for a in values]
     if aucs:
@@ -208,6 +211,7 @@ class RobustnessEvaluation(PostJobEvaluation):
                                  "/ max severity",
         "robust_CORRUPTION_breaking": "smallest severity where result fell below the breaking threshold "
                                       "(halfway to the constant predictor); 1.0 if it held everywhere",
+        "robust_breaking_mean": "mean breaking point over the corruptions (lower: breaks sooner)",
         "robust_failures": "cases where the model raised or returned garbage (scored as the constant "
                            "predictor)",
         "robust_cases": "corrupted copies of the test fold scored",
@@ -272,7 +276,7 @@ class RobustnessEvaluation(PostJobEvaluation):
         complete = outcome.finished_presets and outcome.coverage >= settings.coverage_min
         curves = {name: {"auc": curve.auc, "breaking_point": curve.breaking_point,
                          "bisections": curve.bisections, "cases": len(curve.cases)}
-                  for name, curve in outcome.curves.items() if curve.cases}
+                  for name, curve in outcome.curves.items() if curve.scored}
         return EvaluationResult(
             status="ok" if complete else "partial",
             reason="" if complete else outcome.stop_reason,

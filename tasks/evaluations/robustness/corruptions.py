@@ -47,9 +47,8 @@ class HighValueENAR(ErrorMechanism):
                 error_mask: pd.DataFrame) -> pd.DataFrame:
         values = data[column]
         free = values[~error_mask[column] & values.notna()]
-        n_errors = int(len(values) * error_rate)
-        if n_errors > len(free):
-            raise ValueError(f"{n_errors} cells asked for, only {len(free)} present values in {column}")
+        # Cells already missing cannot go missing again: at a high rate, every present value does.
+        n_errors = min(int(len(values) * error_rate), len(free))
         weights = free.rank(method="average").to_numpy(dtype=float) ** 2
         chosen = self._random_generator.choice(free.index.to_numpy(), n_errors, replace=False,
                                                p=weights / weights.sum())

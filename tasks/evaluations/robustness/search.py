@@ -77,12 +77,17 @@ class Curve:
     bisections: int = 0
 
     @property
+    def scored(self) -> list[Case]:
+        """The cases that were scored (a corrupted copy that could not be built is not a point)."""
+        return [c for c in self.cases if c.status != "not applicable"]
+
+    @property
     def auc(self) -> float:
-        return curve_auc(self.cases)
+        return curve_auc(self.scored)
 
     def bracket(self) -> tuple[float, float] | None:
         """(last severity that held, first that broke) below the first break, or None."""
-        ordered = sorted(self.cases, key=lambda c: c.severity)
+        ordered = sorted(self.scored, key=lambda c: c.severity)
         first_broken = next((c.severity for c in ordered if c.broken), None)
         if first_broken is None:
             return None

@@ -1,0 +1,76 @@
+"""Cost of the robustness stage: its wall time per job and per case, against the job's own fit time.
+
+Runs real jobs (fold 0, the `1m1c` budget unless --budget) of each --frameworks on each
+--datasets, then the robustness stage with the suite's default settings (time_s 60), and prints
+one JSON line per job: fit_s, the stage's wall_s, cases, seconds per case, coverage reached, why it
+stopped, and whether the stage cost at most the job's search budget (the target).
+Run: `python -m bench.bench_robustness [--frameworks hgb,constant] [--datasets credit_data]`.
+Figures, not a test: they depend on the machine and on what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from tasks.evaluations.stage import evaluation_folder, run_evaluations
+from tasks.jobs import run_job
+from tasks.plan import Job
+from tasks.specs import load_budget, load_dataset_spec
+
+
+def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: Path) -> dict[str, object]:
+    from tasks.data.versions import data_version
+
+    spec = load_dataset_spec(dataset)
+    budget = load_budget(budget_name)
+    job = Job("bench_robustness", dataset, data_version(spec), framework, None, 0, 0, budget, {})
+    job_dir = root / job.key
+    result = run_job(job, spec, job_dir)
+    row: dict[str, object] = {"dataset": dataset, "framework": framework, "job": result.status,
+                              "fit_s": round(float(result.costs.get("fit_s", float("nan"))), 2),
+                              "budget_time_s": budget.time_s}
+    if result.status != "ok":
+        return {**row, "error": (result.error or "").splitlines()[-1:]}
+    block = {"robustness": {"enabled": True, "time_s": time_s}}
+    evaluated = run_evaluations(job, spec, job_dir, result, block)
+    outcome = evaluated.evaluations["robustness"]
+    info = json.loads((evaluation_folder(job_dir, "robustness") / "result.json").read_text()).get("info", {})
+    cases = int(outcome["metrics"].get("robust_cases", 0))
+    wall_s = float(outcome["wall_s"])
+    return {
+        **row,
+        "stage": outcome["status"],
+        "stage_wall_s": round(wall_s, 2),
+        "cases": cases,
+        "s_per_case": round(wall_s / cases, 3) if cases else None,
+        "stage_over_fit": round(wall_s / max(float(result.costs.get("fit_s", 0.0)), 1e-9), 2),
+        "within_search_budget": wall_s <= budget.time_s,
+        "coverage": round(float(outcome["metrics"].get("robust_coverage", 0.0)), 3),
+        "stopped": info.get("stop_reason", outcome["reason"]),
+        "robust_auc": outcome["metrics"].get("robust_auc"),
+        "failures": outcome["metrics"].get("robust_failures"),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frameworks", default="constant,hgb")
+    parser.add_argument("--datasets", default="credit_data,penguins")
+    parser.add_argument("--budget", default="1m1c")
+    parser.add_argument("--time-s", type=int, default=60, help="the stage's time_s (the suite's default)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        for dataset in args.datasets.split(","):
+            for framework in args.frameworks.split(","):
+                row = measure(dataset, framework, args.budget, args.time_s, Path(scratch))
+                print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

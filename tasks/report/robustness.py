@@ -1,0 +1,202 @@
+"""The robustness part of a report: degradation curves, the robust ranking, clean vs robust rank,
+breaking points, and the most damaging (column, corruption) cells.
+
+Inputs are the job table (the `robust_*` metrics of each job run) and the per-case tables the
+robustness evaluation left on each run (`evaluations/robustness/cases.csv`, with the job's
+dataset, framework, fold and seed added). The constant predictor reads no feature, so it never
+degrades: it is left out of the robust ranking (an AUC of 1 by construction says nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.report import ranking
+from tasks.report.jobs import DEFAULT_BASELINE
+from tasks.vocabulary import RESULT
+
+ROBUST_AUC = "robust_auc"
+FRAME_TARGET = "*"  # tasks.evaluations.robustness.search.FRAME
+TOP_CELLS = 5
+
+
+@dataclass
+class RobustnessReport:
+    leaderboard: pd.DataFrame  # framework, robust_rank, robust_auc, clean_rank, rank_change
+    friedman: ranking.FriedmanResult | None
+    critical_difference: float | None
+    families: pd.DataFrame  # family x framework mean AUC, plus the framework that degrades least
+    breaking: pd.DataFrame  # dataset, framework, corruption: mean breaking point over folds
+    worst_cells: pd.DataFrame  # framework, dataset, target, corruption, degradation (top per framework)
+    curves: pd.DataFrame  # dataset, corruption, framework, severity, degradation (frame-wide cases)
+    figures: list[Path] = field(default_factory=list)
+
+
+def robust_ranking(table: pd.DataFrame,
+                   baseline: str = DEFAULT_BASELINE) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(dataset x framework mean robust AUC, the same for clean `result`), baseline left out; only
+    datasets where every framework has a robust AUC, so both ranks are over the same cells."""
+    ok = table[table["ok"] & table[ROBUST_AUC].notna() & (table["framework"] != baseline)]
+    robust = ok.pivot_table(index="dataset", columns="framework", values=ROBUST_AUC, aggfunc="mean").dropna()
+    clean = ok.pivot_table(index="dataset", columns="framework", values=RESULT, aggfunc="mean")
+    return robust, clean.reindex(index=robust.index, columns=robust.columns)
+
+
+def leaderboard(robust: pd.DataFrame, clean: pd.DataFrame) -> pd.DataFrame:
+    """Average rank on robustness AUC (1 = degrades least) next to the average rank on clean data."""
+    robust_rank, clean_rank = ranking.ranks(robust).mean(), ranking.ranks(clean).mean()
+    board = pd.DataFrame({
+        "robust_rank": robust_rank,
+        "robust_auc": robust.mean(),
+        "clean_rank": clean_rank,
+        "rank_change": robust_rank - clean_rank,  # > 0: ranks worse once the data is corrupted
+    })
+    board.index.name = "framework"
+    return board.sort_values(["robust_rank", "robust_auc"], ascending=[True, False]).reset_index()
+
+
+def family_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
+    columns = sorted(c for c in table.columns if c.startswith("robust_") and c.endswith("_auc")
+                     and c != ROBUST_AUC and c[len("robust_"):-len("_auc")] in FAMILIES)
+    ok = table[table["ok"] & (table["framework"] != baseline)]
+    if not columns or ok.empty:
+        return pd.DataFrame()
+    means = ok.groupby("framework")[columns].mean().T
+    means.index = [c[len("robust_"):-len("_auc")] for c in means.index]
+    means = means.dropna(how="all")
+    means.index.name = "family"
+    out = means.reset_index()
+    out["degrades_least"] = [means.loc[f].idxmax() if means.loc[f].notna().any() else "" for f in means.index]
+    return out
+
+
+def breaking_table(table: pd.DataFrame) -> pd.DataFrame:
+    columns = [c for c in table.columns if c.startswith("robust_") and c.endswith("_breaking")]
+    ok = table[table["ok"]]
+    if not columns or ok.empty:
+        return pd.DataFrame()
+    long = ok.melt(id_vars=["dataset", "framework"], value_vars=columns, var_name="corruption",
+                   value_name="breaking_point").dropna()
+    long["corruption"] = long["corruption"].str[len("robust_"):-len("_breaking")]
+    wide = long.pivot_table(index=["dataset", "corruption"], columns="framework", values="breaking_point",
+                            aggfunc="mean")
+    return wide.reset_index()
+
+
+def worst_cells(cases: pd.DataFrame, top: int = TOP_CELLS) -> pd.DataFrame:
+    """Per framework, the (column, corruption) cells with the highest mean degradation."""
+    single = cases[(cases["target"].astype(str) != FRAME_TARGET) & (cases["status"] != "not applicable")]
+    if single.empty:
+        return pd.DataFrame(columns=["framework", "dataset", "target", "corruption", "degradation"])
+    keys = ["framework", "dataset", "target", "corruption"]
+    mean = single.groupby(keys, as_index=False)["degradation"].mean()
+    mean = mean.sort_values(["framework", "degradation"], ascending=[True, False])
+    return mean.groupby("framework").head(top).reset_index(drop=True)
+
+
+def curve_points(cases: pd.DataFrame) -> pd.DataFrame:
+    frame_wide = cases[(cases["target"].astype(str) == FRAME_TARGET) & (cases["status"] != "not applicable")]
+    return frame_wide.groupby(["dataset", "corruption", "framework", "severity"], as_index=False)[
+        "degradation"].mean()
+
+
+FAMILIES = frozenset({"missing", "noise", "unit", "category", "feature_drop", "text", "stream"})
+
+
+def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alpha: float = 0.05,
+          baseline: str = DEFAULT_BASELINE) -> RobustnessReport | None:
+    """Every robustness table and figure, written under `folder`; None when no job has robust_auc."""
+    if ROBUST_AUC not in table or not table[ROBUST_AUC].notna().any():
+        return None
+    from tasks.report import plots
+
+    robust, clean = robust_ranking(table, baseline)
+    board = leaderboard(robust, clean) if not robust.empty else pd.DataFrame()
+    test = ranking.friedman(robust) if not robust.empty else None
+    datasets, frameworks = robust.shape
+    cd_value = ranking.nemenyi_critical_difference(frameworks, datasets, alpha) if (
+        datasets >= 2 and frameworks >= 2) else None
+    cases = cases if cases is not None else pd.DataFrame()
+    needed = {"dataset", "framework", "target", "corruption", "severity", "degradation", "status"}
+    usable = not cases.empty and needed <= set(cases.columns)
+    curves = curve_points(cases) if usable else pd.DataFrame()
+    cells = worst_cells(cases) if usable else pd.DataFrame()
+    report = RobustnessReport(board, test, cd_value, family_table(table, baseline), breaking_table(table),
+                              cells, curves)
+    if cd_value is not None:
+        average = ranking.ranks(robust).mean()
+        report.figures.append(plots.critical_difference(
+            average, cd_value, ranking.cliques(average, cd_value), folder / "robust_critical_difference.png",
+            datasets=datasets, alpha=alpha))
+    for dataset, points in (curves.groupby("dataset") if not curves.empty else []):
+        path = folder / f"robust_curves_{dataset}.png"
+        report.figures.append(degradation_curves(points, str(dataset), path))
+    for name, frame in (("robust_leaderboard", board), ("robust_families", report.families),
+                        ("robust_breaking_points", report.breaking), ("robust_worst_cells", cells),
+                        ("robust_curves", curves)):
+        if not frame.empty:
+            frame.to_csv(folder / f"{name}.csv", index=False)
+    if usable:
+        cases.to_csv(folder / "robust_cases.csv", index=False)
+    return report
+
+
+def degradation_curves(points: pd.DataFrame, dataset: str, path: Path) -> Path:
+    """One panel per corruption: degradation over severity, one line per framework."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    from tasks.report.plots import _colors, _save
+
+    corruptions = sorted(points["corruption"].unique())
+    columns = min(4, len(corruptions))
+    rows = math.ceil(len(corruptions) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.6 * rows), squeeze=False,
+                                sharex=True, sharey=True)
+    colors = _colors(sorted(points["framework"].unique()))
+    for index, corruption in enumerate(corruptions):
+        ax = axes[index // columns][index % columns]
+        for framework, line in points[points["corruption"] == corruption].groupby("framework"):
+            line = line.sort_values("severity")
+            ax.plot([0.0, *line["severity"]], [0.0, *line["degradation"]], marker="o", markersize=3,
+                    label=str(framework), color=colors[str(framework)])
+        ax.axhline(0.5, color="grey", linewidth=0.6, linestyle="--")
+        ax.set_title(corruption, fontsize=9)
+        ax.set_ylim(-0.1, 1.2)
+    for index in range(len(corruptions), rows * columns):
+        axes[index // columns][index % columns].axis("off")
+    axes[0][0].legend(fontsize=7)
+    figure.suptitle(f"{dataset}: degradation (0 = clean, 1 = constant predictor) over severity; "
+                    "dashed: breaking threshold", fontsize=9)
+    return _save(figure, path)
+
+
+def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) -> list[str]:
+    """The report.md section; `table_of` renders a frame as a markdown table (build._table)."""
+    render = table_of  # type: ignore[assignment]
+    lines = ["## Robustness (corrupted test folds)", ""]
+    if not report.leaderboard.empty:
+        lines += ["Average rank on the robustness AUC (1 = degrades least; the constant predictor is left "
+                  "out) next to the rank on clean data; rank_change > 0: wins on clean data, loses on "
+                  "corrupted data.", "", render(report.leaderboard), ""]  # type: ignore[operator]
+    if report.friedman is not None:
+        verdict = "differ" if report.friedman.p_value < alpha else "do not differ significantly"
+        lines += [f"Friedman test over {report.friedman.datasets} datasets x {report.friedman.frameworks} "
+                  f"frameworks: chi2 = {report.friedman.statistic:.3f}, p = {report.friedman.p_value:.3g}: "
+                  f"the robust ranks {verdict} at alpha = {alpha}.", ""]
+    if report.critical_difference is not None:
+        lines += [f"Nemenyi critical difference: {report.critical_difference:.3f} ranks.", ""]
+    if not report.families.empty:
+        lines += ["### Robustness AUC per corruption family", "", render(report.families), ""]  # type: ignore[operator]
+    if not report.breaking.empty:
+        lines += ["### Breaking points", "", "Smallest severity where `result` fell below halfway from clean "
+                  "to the constant predictor (1 = held at every severity tested).", "",
+                  render(report.breaking), ""]  # type: ignore[operator]
+    if not report.worst_cells.empty:
+        lines += [f"### Top {TOP_CELLS} most damaging (column, corruption) cells per framework", "",
+                  render(report.worst_cells), ""]  # type: ignore[operator]
+    return lines
