@@ -289,6 +289,7 @@ def test_compare_flags_a_robustness_regression() -> None:
                          for s in range(3)])
     worse = base.assign(robust_auc=base["robust_auc"] - 0.2, robust_breaking_mean=0.4)
     table = compare(base, worse).table.set_index("metric")
-    assert bool(table.loc["robust_auc", "regression"]) and bool(table.loc["robust_breaking_mean", "regression"])
+    assert bool(table.loc["robust_auc", "regression"])
+    assert bool(table.loc["robust_breaking_mean", "regression"])
     assert not bool(table.loc["result", "regression"])
     assert not compare(base, base).regressed
