@@ -155,7 +155,7 @@ def permutation_importance(scorer: Scorer, seed: int) -> tuple[list[str], str]:
     copies = []
     for column in columns:
         shuffled = X.copy()
-        shuffled[column] = X[column].to_numpy()[rng.permutation(len(X))]
+        shuffled[column] = X[column].iloc[rng.permutation(len(X))].set_axis(X.index)  # keeps the dtype
         copies.append(shuffled)
     stacked = pd.concat(copies, ignore_index=True)
     try:
@@ -277,6 +277,12 @@ class RobustnessEvaluation(PostJobEvaluation):
         curves = {name: {"auc": curve.auc, "breaking_point": curve.breaking_point,
                          "bisections": curve.bisections, "cases": len(curve.cases)}
                   for name, curve in outcome.curves.items() if curve.scored}
+        info: dict[str, Any] = {}
+        if multimodal:
+            # The stream corruptions stand beside the alignment gate's own figures (residual skew etc.).
+            from tasks.align import alignment_metrics
+
+            info["alignment"] = alignment_metrics(context.spec.name)
         return EvaluationResult(
             status="ok" if complete else "partial",
             reason="" if complete else outcome.stop_reason,
@@ -286,7 +292,7 @@ class RobustnessEvaluation(PostJobEvaluation):
                   "curves": curves, "not_applicable": not_applicable, "importance": importance[:20],
                   "importance_note": importance_note, "clean_result": scorer.clean,
                   "constant_result": scorer.constant,
-                  "failures": sorted({c.error for c in cases if c.status == "failure"})[:10]})
+                  "failures": sorted({c.error for c in cases if c.status == "failure"})[:10], **info})
 
 
 EVALUATION = RobustnessEvaluation()
