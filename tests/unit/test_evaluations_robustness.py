@@ -293,3 +293,21 @@ def test_compare_flags_a_robustness_regression() -> None:
     assert bool(table.loc["robust_breaking_mean", "regression"])
     assert not bool(table.loc["result", "regression"])
     assert not compare(base, base).regressed
+
+
+def test_report_draws_curves_and_names_the_worst_cells(tmp_path: Path) -> None:
+    from tasks.report import robustness
+
+    rows = []
+    for framework, slope in (("a", 0.4), ("b", 0.9)):
+        for severity in (0.25, 0.5, 1.0):
+            rows.append({"dataset": "d1", "framework": framework, "corruption": "missing_mcar", "target": "*",
+                         "severity": severity, "degradation": slope * severity, "status": "ok"})
+        for column, damage in (("x1", 0.1), ("x2", 0.7), ("x3", 0.3), ("x4", 0.2), ("x5", 0.05), ("x6", 0.6)):
+            rows.append({"dataset": "d1", "framework": framework, "corruption": "unit_x10", "target": column,
+                         "severity": 0.5, "degradation": damage * slope, "status": "ok"})
+    report = robustness.build(_job_table(), pd.DataFrame(rows), tmp_path)
+    assert (tmp_path / "robust_curves_d1.png").is_file()
+    worst = report.worst_cells[report.worst_cells["framework"] == "b"]
+    assert list(worst["target"]) == ["x2", "x6", "x3", "x4", "x1"]
+    assert len(report.curves) == 6
