@@ -311,3 +311,16 @@ def test_report_draws_curves_and_names_the_worst_cells(tmp_path: Path) -> None:
     worst = report.worst_cells[report.worst_cells["framework"] == "b"]
     assert list(worst["target"]) == ["x2", "x6", "x3", "x4", "x1"]
     assert len(report.curves) == 6
+
+
+@pytest.mark.parametrize("name", ["missing_mar", "gaussian_noise", "stream_noise"])
+def test_a_frame_wide_case_is_the_union_of_its_single_target_cases(name: str) -> None:
+    frame, facts = _tiny_frame()
+    corruption = CORRUPTIONS[name]
+    targets = corruption.targets(frame, facts)
+    seeds = {t: case_seed("v1", 1, name, t, 0.3, 0) for t in targets}
+    whole, _ = corrupt(frame, corruption, targets, 0.3, seeds.__getitem__, facts)
+    for target in targets:
+        single, mask = corrupt(frame, corruption, [target], 0.3, seeds.__getitem__, facts)
+        hit = list(mask.columns[mask.any()])
+        pd.testing.assert_frame_equal(whole[hit], single[hit])

@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
-from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
+from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
 from tasks.evaluations.robustness.search import FRAME, Case, SearchSettings, degradation, search
 from tasks.specs import DatasetSpec
 
@@ -232,7 +232,9 @@ class RobustnessEvaluation(PostJobEvaluation):
         facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal)
         scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed)
         importance, importance_note = permutation_importance(scorer, settings.seed)
-        facts = FrameFacts(roles=facts.roles, importance=importance, multimodal=facts.multimodal)
+        conditions = {c: condition_column(fold.X_test, c, facts) for c in fold.X_test.columns}
+        facts = FrameFacts(roles=facts.roles, importance=importance, multimodal=facts.multimodal,
+                           conditions=conditions)
         scorer.facts = facts
         order = {column: rank for rank, column in enumerate(importance)}
         not_applicable: dict[str, str] = {}
@@ -262,6 +264,7 @@ class RobustnessEvaluation(PostJobEvaluation):
             mean_case_s[0] = 0.8 * mean_case_s[0] + 0.2 * case.wall_s if mean_case_s[0] else case.wall_s
             return case
 
+        setup_s = time.monotonic() - context.started  # start-up, model load, clean and constant scores
         outcome = search(chosen, run_case, SearchSettings(
             presets=settings.severities, resolution=settings.resolution,
             max_bisections=settings.max_bisections, coverage_min=settings.coverage_min,
@@ -291,7 +294,8 @@ class RobustnessEvaluation(PostJobEvaluation):
                   "cells_total": outcome.cells_total, "cells_exercised": outcome.cells_exercised,
                   "curves": curves, "not_applicable": not_applicable, "importance": importance[:20],
                   "importance_note": importance_note, "clean_result": scorer.clean,
-                  "constant_result": scorer.constant,
+                  "constant_result": scorer.constant, "setup_s": setup_s,
+                  "cases_s": float(sum(c.wall_s for c in cases)),
                   "failures": sorted({c.error for c in cases if c.status == "failure"})[:10], **info})
 
 

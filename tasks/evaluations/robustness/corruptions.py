@@ -134,6 +134,7 @@ class FrameFacts:
     roles: dict[str, str]  # column -> card role (numeric, categorical, text, ...)
     importance: list[str] = field(default_factory=list)  # columns, most important first (the model's)
     multimodal: bool = False
+    conditions: dict[str, str] = field(default_factory=dict)  # column -> its MAR condition column
 
     def columns(self, frame: pd.DataFrame, role: str) -> list[str]:
         return [c for c in frame.columns if self.roles.get(c) == role]
@@ -262,7 +263,8 @@ def _ecar(seed: int, *_: object) -> ErrorMechanism:
 
 
 def _ear(seed: int, frame: pd.DataFrame, column: str, facts: FrameFacts) -> ErrorMechanism:
-    return EAR(condition_to_column=condition_column(frame, column, facts), seed=seed)
+    condition = facts.conditions.get(column) or condition_column(frame, column, facts)
+    return EAR(condition_to_column=condition, seed=seed)
 
 
 def _enar_high(seed: int, *_: object) -> ErrorMechanism:
@@ -397,9 +399,13 @@ def features_to_drop(facts: FrameFacts, targets: list[str], severity: float) -> 
 
 def corrupt(frame: pd.DataFrame, corruption: Corruption, targets: list[str], severity: float,
             seed_of: Callable[[str], int], facts: FrameFacts) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`corruption` applied to each of `targets` in turn (each from its own seed); with the mask of
-    every changed cell. A frame-wide feature drop takes the share `severity` of the targets."""
-    data = frame
+    """`corruption` applied to each of `targets` (each from its own seed); with the mask of every
+    changed cell. A frame-wide feature drop takes the share `severity` of the targets.
+
+    Each target is corrupted from the clean frame and only its own cells are kept, so a frame-wide
+    case holds exactly the cells of the single-target cases at the same severity.
+    """
+    data = frame.copy()
     mask = pd.DataFrame(False, index=frame.index, columns=frame.columns)
     if severity <= 0:
         return frame.copy(), mask
@@ -408,6 +414,9 @@ def corrupt(frame: pd.DataFrame, corruption: Corruption, targets: list[str], sev
     # tab_err hits int(rows x rate) cells; the nudge keeps 0.29 x 100 from flooring to 28.
     rate = min(1.0, severity + 1e-9)
     for target in targets:
-        data, hit = corruption.apply(data, target, rate, seed_of(target), facts)
-        mask |= hit.reindex(columns=frame.columns, fill_value=False)
+        corrupted, hit = corruption.apply(frame, target, rate, seed_of(target), facts)
+        hit = hit.reindex(columns=frame.columns, fill_value=False)
+        for column in frame.columns[hit.any().to_numpy()]:
+            data[column] = corrupted[column]
+        mask |= hit
     return data, mask
