@@ -37,18 +37,29 @@ class RobustnessReport:
 
 def robust_ranking(table: pd.DataFrame,
                    baseline: str = DEFAULT_BASELINE) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(dataset x framework mean robust AUC, the same for clean `result`), baseline left out; only
-    datasets where every framework has a robust AUC, so both ranks are over the same cells."""
+    """(dataset x framework mean robust AUC, the same for clean `result`), baseline left out.
+
+    A framework that does not take a dataset (tfidf_logreg on a table) is NaN there; the clean
+    scores keep only the cells that have a robust AUC, so both ranks are over the same cells."""
     ok = table[table["ok"] & table[ROBUST_AUC].notna() & (table["framework"] != baseline)]
-    robust = ok.pivot_table(index="dataset", columns="framework", values=ROBUST_AUC, aggfunc="mean").dropna()
+    robust = ok.pivot_table(index="dataset", columns="framework", values=ROBUST_AUC, aggfunc="mean")
     clean = ok.pivot_table(index="dataset", columns="framework", values=RESULT, aggfunc="mean")
-    return robust, clean.reindex(index=robust.index, columns=robust.columns)
+    return robust, clean.reindex(index=robust.index, columns=robust.columns).where(robust.notna())
+
+
+def complete_block(scores: pd.DataFrame) -> pd.DataFrame:
+    """The frameworks present on the most datasets, on the datasets where all of them are: what
+    Friedman and Nemenyi need (a full table)."""
+    present = scores.notna().sum()
+    return scores.loc[:, present == present.max()].dropna() if not scores.empty else scores
 
 
 def leaderboard(robust: pd.DataFrame, clean: pd.DataFrame) -> pd.DataFrame:
-    """Average rank on robustness AUC (1 = degrades least) next to the average rank on clean data."""
+    """Average rank on robustness AUC (1 = degrades least) next to the average rank on clean data,
+    each dataset ranking the frameworks that took it."""
     robust_rank, clean_rank = ranking.ranks(robust).mean(), ranking.ranks(clean).mean()
     board = pd.DataFrame({
+        "datasets": robust.notna().sum(),
         "robust_rank": robust_rank,
         "robust_auc": robust.mean(),
         "clean_rank": clean_rank,
@@ -115,8 +126,9 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
 
     robust, clean = robust_ranking(table, baseline)
     board = leaderboard(robust, clean) if not robust.empty else pd.DataFrame()
-    test = ranking.friedman(robust) if not robust.empty else None
-    datasets, frameworks = robust.shape
+    block = complete_block(robust)
+    test = ranking.friedman(block) if not block.empty else None
+    datasets, frameworks = block.shape
     cd_value = ranking.nemenyi_critical_difference(frameworks, datasets, alpha) if (
         datasets >= 2 and frameworks >= 2) else None
     cases = cases if cases is not None else pd.DataFrame()
@@ -127,7 +139,7 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
     report = RobustnessReport(board, test, cd_value, family_table(table, baseline), breaking_table(table),
                               cells, curves)
     if cd_value is not None:
-        average = ranking.ranks(robust).mean()
+        average = ranking.ranks(block).mean()
         report.figures.append(plots.critical_difference(
             average, cd_value, ranking.cliques(average, cd_value), folder / "robust_critical_difference.png",
             datasets=datasets, alpha=alpha))

@@ -209,6 +209,8 @@ def evaluation_tables(runs: pd.DataFrame, evaluation: str, file: str, *,
             except (MlflowException, OSError, pd.errors.EmptyDataError):
                 continue
             for key in ("seed", "fold", "framework", "dataset"):
+                if key in table:  # the evaluation's own column of that name keeps its data, renamed
+                    table = table.rename(columns={key: f"{evaluation}_{key}"})
                 table.insert(0, key, row.get(key) if key in row else row.get(f"params.{key}"))
             tables.append(table)
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()

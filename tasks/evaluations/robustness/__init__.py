@@ -110,8 +110,8 @@ class Scorer:
         seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed)
                  for t in targets}
         case = Case(corruption, entry.family, target, severity, phase,
-                    seed=case_seed(self.data_version, self.fold_index, corruption, target, severity,
-                                   self.seed))
+                    corruption_seed=case_seed(self.data_version, self.fold_index, corruption, target,
+                                              severity, self.seed))
         try:
             corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
             case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())

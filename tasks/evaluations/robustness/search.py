@@ -27,7 +27,7 @@ class Case:
     target: str  # FRAME, or the one column / stream it hits
     severity: float
     phase: str  # preset | bisect | coverage
-    seed: int = 0
+    corruption_seed: int = 0  # the seed of this corrupted copy (case_seed)
     md5: str = ""  # of the corrupted test fold (CSV bytes): every framework sees the same rows
     cells_changed: int = 0
     # ok | failure (the model raised or returned garbage: scored as the constant predictor)
