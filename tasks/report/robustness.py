@@ -84,9 +84,9 @@ def family_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.Da
     return out
 
 
-def breaking_table(table: pd.DataFrame) -> pd.DataFrame:
+def breaking_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
     columns = [c for c in table.columns if c.startswith("robust_") and c.endswith("_breaking")]
-    ok = table[table["ok"]]
+    ok = table[table["ok"] & (table["framework"] != baseline)]
     if not columns or ok.empty:
         return pd.DataFrame()
     long = ok.melt(id_vars=["dataset", "framework"], value_vars=columns, var_name="corruption",
@@ -97,9 +97,10 @@ def breaking_table(table: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def worst_cells(cases: pd.DataFrame, top: int = TOP_CELLS) -> pd.DataFrame:
+def worst_cells(cases: pd.DataFrame, top: int = TOP_CELLS, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
     """Per framework, the (column, corruption) cells with the highest mean degradation."""
-    single = cases[(cases["target"].astype(str) != FRAME_TARGET) & (cases["status"] != "not applicable")]
+    single = cases[(cases["target"].astype(str) != FRAME_TARGET) & (cases["status"] != "not applicable")
+                   & (cases["framework"] != baseline)]
     if single.empty:
         return pd.DataFrame(columns=["framework", "dataset", "target", "corruption", "degradation"])
     keys = ["framework", "dataset", "target", "corruption"]
@@ -135,9 +136,9 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
     needed = {"dataset", "framework", "target", "corruption", "severity", "degradation", "status"}
     usable = not cases.empty and needed <= set(cases.columns)
     curves = curve_points(cases) if usable else pd.DataFrame()
-    cells = worst_cells(cases) if usable else pd.DataFrame()
-    report = RobustnessReport(board, test, cd_value, family_table(table, baseline), breaking_table(table),
-                              cells, curves)
+    cells = worst_cells(cases, baseline=baseline) if usable else pd.DataFrame()
+    report = RobustnessReport(board, test, cd_value, family_table(table, baseline),
+                              breaking_table(table, baseline), cells, curves)
     if cd_value is not None:
         average = ranking.ranks(block).mean()
         report.figures.append(plots.critical_difference(

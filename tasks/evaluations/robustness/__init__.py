@@ -171,12 +171,13 @@ def permutation_importance(scorer: Scorer, seed: int) -> tuple[list[str], str]:
     return sorted(columns, key=lambda c: (-drops[c], columns.index(c))), ""
 
 
-def summarize(outcome: Any, scorer: Scorer) -> dict[str, float]:
-    """The robust_* metrics of one job (see RobustnessEvaluation.metrics)."""
+def summarize(outcome: Any, scorer: Scorer, presets: list[float]) -> dict[str, float]:
+    """The robust_* metrics of one job (see RobustnessEvaluation.metrics). Only complete curves
+    (every preset scored) give an AUC and a breaking point, so cut-short curves never flatter."""
     metrics: dict[str, float] = {}
     by_family: dict[str, list[float]] = {}
     for name, curve in outcome.curves.items():
-        if not curve.scored:
+        if not curve.complete(presets):
             continue
         metrics[f"robust_{name}_auc"] = curve.auc
         # 1.0 when it held at every severity (the cases table tells which)
@@ -275,10 +276,11 @@ class RobustnessEvaluation(PostJobEvaluation):
             table.insert(0, "clean_result", scorer.clean)
             table.insert(1, "constant_result", scorer.constant)
         table.to_csv(context.folder / CASES_FILE, index=False)
-        metrics = summarize(outcome, scorer)
+        metrics = summarize(outcome, scorer, settings.severities)
         complete = outcome.finished_presets and outcome.coverage >= settings.coverage_min
         curves = {name: {"auc": curve.auc, "breaking_point": curve.breaking_point,
-                         "bisections": curve.bisections, "cases": len(curve.cases)}
+                         "bisections": curve.bisections, "cases": len(curve.cases),
+                         "complete": curve.complete(settings.severities)}
                   for name, curve in outcome.curves.items() if curve.scored}
         info: dict[str, Any] = {}
         if multimodal:

@@ -81,6 +81,10 @@ class Curve:
         """The cases that were scored (a corrupted copy that could not be built is not a point)."""
         return [c for c in self.cases if c.status != "not applicable"]
 
+    def complete(self, presets: list[float]) -> bool:
+        """Whether every preset severity was scored (a curve cut short by the time limit is not)."""
+        return {c.severity for c in self.scored} >= set(presets)
+
     @property
     def auc(self) -> float:
         return curve_auc(self.scored)
@@ -136,7 +140,7 @@ def search(
     settings: SearchSettings,
     has_time: Callable[[], bool],
 ) -> SearchOutcome:
-    """Presets for every corruption, then bisection, then coverage cells, while `has_time()`."""
+    """Each corruption's curve (presets, then bisection), then coverage cells, while `has_time()`."""
     curves = {name: Curve(name, family) for name, (family, _) in corruptions.items()}
     # A corruption with one target: its frame-wide case is also that cell's case.
     cells = [(name, target) for name, (_, targets) in corruptions.items() for target in targets]
@@ -159,11 +163,11 @@ def search(
         return len(exercised) / len(cells) if cells else 1.0
 
     try:
-        for severity in sorted(set(settings.presets)):
-            for name, curve in curves.items():
-                curve.cases.append(run(name, FRAME, severity, "preset"))
-        finished_presets = True
+        # One curve after another, each finished (presets, then bisection) before the next starts:
+        # a time limit leaves whole curves undone rather than every curve cut short.
         for curve in curves.values():
+            for severity in sorted(set(settings.presets)):
+                curve.cases.append(run(curve.corruption, FRAME, severity, "preset"))
             while curve.bisections < settings.max_bisections:
                 bracket = curve.bracket()
                 if bracket is None or bracket[1] - bracket[0] <= settings.resolution:
@@ -171,6 +175,7 @@ def search(
                 middle = round((bracket[0] + bracket[1]) / 2, 6)
                 curve.cases.append(run(curve.corruption, FRAME, middle, "bisect"))
                 curve.bisections += 1
+        finished_presets = True
         # Coverage: most important targets first, one corruption after another at each rank.
         ranked = sorted(cells, key=lambda cell: (corruptions[cell[0]][1].index(cell[1]), cell[0]))
         for name, target in ranked:
@@ -186,6 +191,6 @@ def search(
         else:
             stop = f"every cell exercised (coverage {coverage():.0%})"
     except OutOfTime:
-        where = "coverage cases" if finished_presets else "preset severities"
+        where = "coverage cases" if finished_presets else "degradation curves"
         stop = f"time limit reached during the {where} (coverage {coverage():.0%})"
     return SearchOutcome(curves, cell_cases, len(cells), len(exercised), stop, finished_presets)
