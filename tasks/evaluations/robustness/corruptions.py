@@ -168,6 +168,8 @@ class Corruption:
     apply: Apply  # (frame, target, severity, seed, facts) -> (corrupted frame, mask of changed cells)
     # Set when the corruption can never be applied faithfully to a job's test fold, with the reason.
     unavailable: str = ""
+    # What `apply` reads: its target column alone (plus the MAR condition column), or the whole frame.
+    reads: str = "column"  # column | column+condition | frame
 
 
 def _as_category(series: pd.Series) -> pd.Series:
@@ -349,7 +351,8 @@ CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in [
     Corruption("missing_mcar", "missing", "missing values completely at random (tab_err ECAR)",
                _numeric_or_categorical, _missing(_ecar)),
     Corruption("missing_mar", "missing", "missing values at random: a block of rows ordered by the most "
-               "correlated other column (tab_err EAR)", _numeric_or_categorical, _missing(_ear)),
+               "correlated other column (tab_err EAR)", _numeric_or_categorical, _missing(_ear),
+               reads="column+condition"),
     Corruption("missing_mnar", "missing", "missing not at random: the higher the value, the likelier it is "
                "missing (hand-written mechanism)", _numeric, _missing(_enar_high)),
     Corruption("gaussian_noise", "noise", "Gaussian noise of one standard deviation of the column "
@@ -367,7 +370,7 @@ CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in [
     Corruption("category_typo", "category", "a keyboard typo in the category's text (tab_err Typo)",
                _categorical, _typo_apply),
     Corruption("feature_drop", "feature_drop", "whole features missing, the model's most important first "
-               "(permutation check); severity = share of features", _features, _feature_drop),
+               "(permutation check); severity = share of features", _features, _feature_drop, reads="frame"),
     Corruption("text_typo", "text", "keyboard typos, one word in five (tab_err Typo)", _text_columns,
                _tab_err(_ecar, _text_typo)),
     Corruption("text_char_swap", "text", "adjacent characters swapped", _text_columns,
@@ -377,9 +380,9 @@ CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in [
     Corruption("text_casing", "text", "casing changed (upper, lower or random per word)", _text_columns,
                _text(text.change_case)),
     Corruption("stream_drop", "stream", "a sensor stream missing: all its features empty", _stream_names,
-               _stream_drop),
+               _stream_drop, reads="frame"),
     Corruption("stream_noise", "stream", "sensor noise on a stream: its features with Gaussian noise",
-               _stream_names, _stream_noise),
+               _stream_names, _stream_noise, reads="frame"),
     Corruption("clock_offset", "stream", "a stream's clock offset beyond the alignment tolerance",
                _stream_names, _feature_drop, unavailable=_CLOCK),
     Corruption("clock_jitter", "stream", "a stream's clock jittered beyond the alignment tolerance",
@@ -414,7 +417,13 @@ def corrupt(frame: pd.DataFrame, corruption: Corruption, targets: list[str], sev
     # tab_err hits int(rows x rate) cells; the nudge keeps 0.29 x 100 from flooring to 28.
     rate = min(1.0, severity + 1e-9)
     for target in targets:
-        corrupted, hit = corruption.apply(frame, target, rate, seed_of(target), facts)
+        # Only what the corruption reads goes to tab_err, which copies its input per call: on a
+        # 73-column table that is most of a case's cost.
+        read = list(frame.columns) if corruption.reads == "frame" else [target]
+        if corruption.reads == "column+condition":
+            read.append(facts.conditions.get(target) or condition_column(frame, target, facts))
+        part = frame[list(dict.fromkeys(read))]
+        corrupted, hit = corruption.apply(part, target, rate, seed_of(target), facts)
         hit = hit.reindex(columns=frame.columns, fill_value=False)
         for column in frame.columns[hit.any().to_numpy()]:
             data[column] = corrupted[column]
