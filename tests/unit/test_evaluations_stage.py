@@ -79,16 +79,17 @@ def test_an_evaluation_scores_the_saved_model_in_its_own_process(project: dict[s
     assert JobResult.load(job_dir).evaluations["probe"]["status"] == "ok"  # saved with the job
 
 
-@pytest.mark.parametrize(("mode", "status", "reason"), [
-    ("raise", "failed", "the probe was told to fail"),
-    ("sleep", "timeout", "killed at the evaluation's limit"),
+@pytest.mark.parametrize(("mode", "time_s", "status", "reason"), [
+    # A generous limit for the one that raises: on a loaded machine the child's start alone takes seconds.
+    ("raise", 120, "failed", "the probe was told to fail"),
+    ("sleep", 1, "timeout", "killed at the evaluation's limit"),
 ])
 def test_a_failing_evaluation_never_changes_the_job(project: dict[str, DatasetSpec], tmp_path: Path,
-                                                    mode: str, status: str, reason: str) -> None:
+                                                    mode: str, time_s: int, status: str, reason: str) -> None:
     job, spec, job_dir, result = _finished_job(project, tmp_path)
     scores = dict(result.scores)
     evaluated = run_evaluations(job, spec, job_dir, result,
-                                {"probe": {"enabled": True, "time_s": 1, "mode": mode}})
+                                {"probe": {"enabled": True, "time_s": time_s, "mode": mode}})
     assert evaluated.status == "ok" and evaluated.scores == scores
     assert evaluated.evaluations["probe"]["status"] == status
     assert reason in evaluated.evaluations["probe"]["reason"]
