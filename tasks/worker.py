@@ -27,6 +27,8 @@ from typing import Any
 
 JOB_FILE = "job.json"
 STAGE_FILE = "stage.txt"  # the step the worker is in, so a kill can say where it happened
+# The worker's memory once its data is loaded; the watchdog adds it to the budget's memory_mb.
+DATA_LOAD_FILE = "data_load.json"
 WORK_DIR = "work"  # scratch space of the framework, removed once the model is saved
 ERROR_TAIL_LINES = 12
 
@@ -76,11 +78,16 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     adapter = get_adapter(job.framework)
 
     mark_stage(job_dir, "loading data")
+    started = time.perf_counter()
     fold = load_fold(spec, job.fold)
     task, classes, test_rows = fold.task, fold.task.classes, fold.test_rows
     X_train, y_train, X_test, y_test = fold.X_train, fold.y_train, fold.X_test, fold.y_test
     del fold  # the frames above are all the job keeps
     costs.update(train_rows=float(len(X_train)), test_rows=float(len(X_test)))
+    costs["data_load_s"] = time.perf_counter() - started
+    # The harness's own share of the job's memory: the budget's memory_mb is the framework's.
+    costs["data_load_rss_mb"] = _own_usage()["peak_rss_mb"]
+    (job_dir / DATA_LOAD_FILE).write_text(json.dumps({"data_load_rss_mb": costs["data_load_rss_mb"]}))
     info["classes"] = list(classes)
 
     params = dict(payload.get("params", {}))
