@@ -23,7 +23,12 @@ def print_table(console: Console, table: Table) -> None:
         console.print(table)
         return
     natural = console.measure(table, options=console.options.update_width(_UNBOUNDED)).maximum
-    console.print(table, width=max(natural, console.width), crop=False)
+    shown_width = console.width
+    console.width = max(natural, shown_width)  # print(width=) is capped at the console's width
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = shown_width
 
 
 def print_json(payload: Any) -> None:

@@ -277,6 +277,22 @@ def _available(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
+def check_plain_names(where: str, **fields: str | list[str] | None) -> None:
+    """Form or CLI values that name files (suite, budget, datasets, frameworks) must be plain names.
+
+    A framework may carry a variant (`autogluon:best_quality`): each part must be plain. Raises one
+    sentence naming the field before anything is read or written.
+    """
+    for field, value in fields.items():
+        for item in [value] if isinstance(value, str) else list(value or []):
+            parts = str(item).split(":", 1) if field == "frameworks" else [str(item)]
+            if not all(is_plain_name(part) for part in parts):
+                raise UserError(
+                    f"{where}: field '{field}': {item!r} is not a plain name; use letters, digits, "
+                    "'_' and '-' only (no '/' or '..')."
+                )
+
+
 def _refuse_unplain(kind: str, name: str) -> None:
     if not is_plain_name(name):
         raise UserError(

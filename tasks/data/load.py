@@ -163,7 +163,11 @@ def _as_text_category(values: pd.Series) -> pd.Series:
 
 
 def _type_part(
-    spec: DatasetSpec, frame: pd.DataFrame, positions: np.ndarray | None, require_columns: bool
+    spec: DatasetSpec,
+    frame: pd.DataFrame,
+    positions: np.ndarray | None,
+    require_columns: bool,
+    wanted: Sequence[str] | None,
 ) -> None:
     """Type `frame`'s columns in place, one column at a time (never a copy of the whole frame)."""
     if spec.target not in frame.columns:
@@ -172,7 +176,7 @@ def _type_part(
             f"its columns are {', '.join(map(str, frame.columns[:12]))}"
             f"{'...' if len(frame.columns) > 12 else ''}."
         )
-    missing = [c for c in spec.columns if c not in frame.columns]
+    missing = [c for c in spec.columns if c not in frame.columns and (wanted is None or c in wanted)]
     if missing and require_columns:
         raise UserError(
             f"{_card(spec)}: field 'columns': {', '.join(missing)} not in {spec.path}; "
@@ -225,7 +229,7 @@ def read_parts(
         columns = [*columns, spec.target]
     parts = _read_parts(spec, columns, rows)
     for index, part in enumerate(parts):
-        _type_part(spec, part, rows[index] if rows is not None else None, require_columns)
+        _type_part(spec, part, rows[index] if rows is not None else None, require_columns, columns)
         if rows is not None:
             part.reset_index(drop=True, inplace=True)
     if len(parts) > 1:
