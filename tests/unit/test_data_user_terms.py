@@ -89,7 +89,8 @@ def test_fold_column_of_the_data(home: Path) -> None:
     frame.to_csv(home / "datasets" / "churn.csv", index=False)
     columns = {"tenure": "numeric", "plan": "categorical", "signup": "numeric", "customer": "id",
                "split": "ignore"}
-    spec = load_dataset_spec(_card(home, "churn", file="churn.csv", columns=columns, folds={"column": "split"}))
+    card = _card(home, "churn", file="churn.csv", columns=columns, folds={"column": "split"})
+    spec = load_dataset_spec(card)
     build(["churn"], use_dvc=False)
     assert not folds.folds_path(spec).exists()
     train, test = folds.split(spec, 2)
