@@ -245,3 +245,27 @@ def test_jobs_on_parquet_with_integer_labels_and_own_folds(home: Path, framework
     assert result.costs["test_rows"] == 100 and result.costs["data_load_rss_mb"] > 0
     predictions = pd.read_csv(home / "runs" / framework / "predictions.csv")
     assert list(predictions["row"]) == list(range(1, 200, 2))  # the user's fold 1, exactly
+
+
+def test_hgb_takes_a_categorical_column_with_more_levels_than_its_bins(tmp_path: Path) -> None:
+    """Large user tables have wide categoricals (400 levels here); HGB's native limit is 255."""
+    from tasks.frameworks._sklearn import SklearnModel
+    from tasks.frameworks.base import TaskInfo
+    from tasks.frameworks.hgb import ADAPTER
+    from tasks.specs import Budget
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({
+        "x": rng.normal(size=2000),
+        "wide": pd.Categorical([f"level{i}" for i in rng.integers(0, 400, 2000)]),
+        "narrow": pd.Categorical(rng.choice(["a", "b"], 2000)),
+    })
+    y = pd.Series(np.where(X["x"] > 0, "1", "0"), dtype=object)
+    task = TaskInfo("binary", "y", "auc", {"x": "numeric", "wide": "categorical", "narrow": "categorical"},
+                    ("0", "1"))
+    model = ADAPTER.fit(X, y, task=task, budget=Budget(name="b", time_s=10, cores=1, memory_mb=1000),
+                        params={"max_iter": 5}, workdir=tmp_path, seed=0)
+    model.save(tmp_path / "model")
+    again = SklearnModel.load(tmp_path / "model", task)
+    np.testing.assert_array_equal(again.predict(X.iloc[:50]), model.predict(X.iloc[:50]))
+    assert (model.predict(X) == y).mean() > 0.9
