@@ -269,3 +269,28 @@ def test_hgb_takes_a_categorical_column_with_more_levels_than_its_bins(tmp_path:
     again = SklearnModel.load(tmp_path / "model", task)
     np.testing.assert_array_equal(again.predict(X.iloc[:50]), model.predict(X.iloc[:50]))
     assert (model.predict(X) == y).mean() > 0.9
+
+
+def test_large_tables_check_distinct_values_on_a_labelled_sample(
+    data_home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.data import validate
+
+    home = data_home("penguins")
+    monkeypatch.setattr(validate, "SAMPLE_ROWS", 100)  # penguins' 344 rows count as large
+    outcome = validate_dataset("penguins")
+    assert outcome.ok, outcome.failures
+    report = json.loads(outcome.json_path.read_text())
+    assert set(report["great_expectations"]) == {"whole", "sampled"}
+    assert any("column 'island'" in s and "sample of 100 of 344 rows" in s for s in report["sampled_checks"])
+
+    csv = home / "datasets" / "penguins.csv"
+    frame = pd.read_csv(csv)
+    frame["year"] = 2008
+    frame.loc[343, "year"] = 2009  # constant in nearly every row: a sample may not see the other value
+    frame.to_csv(csv, index=False)
+    assert validate_dataset("penguins").ok  # every row is checked where the sample shows one value
+    frame.loc[343, "year"] = 2008
+    frame.to_csv(csv, index=False)
+    failures = validate_dataset("penguins").failures
+    assert len(failures) == 1 and "column 'year' failed expect_column_unique_value_count" in failures[0]
