@@ -129,7 +129,11 @@ def _run_step(step: str, name: str, framework: str = "constant") -> dict[str, An
         figures["fold_mb"] = sum(p.memory_usage(deep=True).sum() for p in parts) / 2**20
     elif step == "job":
         figures.update(_job(name, framework))
-    figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    # CPU seconds beside wall seconds: on a shared, loaded machine the wall time mostly measures
+    # waiting for a core. A job's worker is a child process: its CPU is in the job's own cpu_s.
+    figures["cpu_s"] = usage.ru_utime + usage.ru_stime
+    figures["peak_rss_mb"] = usage.ru_maxrss / 1024
     return figures
 
 
@@ -149,6 +153,7 @@ def _job(name: str, framework: str) -> dict[str, Any]:
         "data_load_rss_mb": result.costs.get("data_load_rss_mb"),
         "job_peak_rss_mb": result.costs.get("peak_rss_mb"),
         "fit_s": result.costs.get("fit_s"),
+        "job_cpu_s": result.costs.get("cpu_s"),
         "result": result.scores.get("result"),
     }
 
@@ -206,7 +211,7 @@ def _growth(measured: dict[int, dict[str, Any]]) -> None:
     small, big = min(measured), max(measured)
     print(f"\ngrowth {small:,} -> {big:,} rows (x{big / small:.0f} rows; linear = x{big / small:.0f}):")
     for step, figures in measured[big].items():
-        for key in ("seconds", "peak_rss_mb", "data_load_s", "data_load_rss_mb", "fold_mb"):
+        for key in ("seconds", "cpu_s", "peak_rss_mb", "data_load_s", "data_load_rss_mb", "fold_mb"):
             before, after = measured[small][step].get(key), figures.get(key)
             if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before:
                 print(f"  {step:<14} {key:<17} {before:10.1f} -> {after:10.1f}  x{after / before:.1f}")
