@@ -132,12 +132,18 @@ class DatasetSpec(_Strict):
     columns: dict[str, ColumnRole] = Field(default_factory=dict)
     expectations: list[ExpectationSpec] = Field(default_factory=list)
     # How the outer folds are made: a number (K random folds) or a FoldsSpec mapping.
-    folds: int | FoldsSpec | None = None
+    folds: FoldsSpec | None = None
     gate: GateSpec = Field(default_factory=GateSpec)
     card_path: str | None = None  # filled by the loader, for error messages
 
     _name_is_plain = field_validator("name")(_plain_name)
     _file_is_inside = field_validator("file")(_inside_datasets)
+
+    @field_validator("folds", mode="before")
+    @classmethod
+    def _folds_number(cls, value: Any) -> Any:
+        # `folds: 5` is `folds: {k: 5}`; a mapping's mistakes then name their own field (folds.file).
+        return {"k": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _default_metric(self) -> DatasetSpec:
@@ -156,9 +162,7 @@ class DatasetSpec(_Strict):
     @property
     def folds_spec(self) -> FoldsSpec:
         """`folds:` as a mapping (a bare number is `{k: N}`)."""
-        if isinstance(self.folds, FoldsSpec):
-            return self.folds
-        return FoldsSpec(k=self.folds) if self.folds is not None else FoldsSpec()
+        return self.folds if self.folds is not None else FoldsSpec()
 
 
 class Budget(_Strict):
