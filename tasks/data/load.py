@@ -57,37 +57,43 @@ def _parquet_parts(
 ) -> list[pd.DataFrame]:
     """One frame per part of `rows` (sorted row positions), or the whole file as one part.
 
-    Row groups that hold none of the wanted rows are not read; each part stays in Arrow until
-    it is converted once, column by column (self_destruct frees Arrow memory as it goes).
+    Read a column of a row group at a time, keep only the part's rows of it, skip row groups that
+    hold none of them; each part stays in Arrow until it is converted once, column by column
+    (self_destruct frees the Arrow memory as it goes). Peak: the parts once, plus one column chunk.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    # Arrow's default pool keeps freed memory for reuse, which a job never needs again: the system
+    # allocator hands large blocks back to the OS at once, so the framework gets them.
+    pa.set_memory_pool(pa.system_memory_pool())
     parquet = pq.ParquetFile(path)
     present = parquet.schema_arrow.names
-    wanted = [c for c in columns if c in present] if columns is not None else None
+    wanted = [c for c in columns if c in present] if columns is not None else list(present)
     if rows is None:
         table = parquet.read(columns=wanted)
         return [table.to_pandas(split_blocks=True, self_destruct=True)]
-    pieces: list[list[pa.Table]] = [[] for _ in rows]
+    pieces: list[dict[str, list[pa.Array]]] = [{c: [] for c in wanted} for _ in rows]
     offset = 0
     for group in range(parquet.num_row_groups):
         size = parquet.metadata.row_group(group).num_rows
-        local = [r[np.searchsorted(r, offset) : np.searchsorted(r, offset + size)] - offset for r in rows]
-        if any(len(part) for part in local):
-            table = parquet.read_row_group(group, columns=wanted)
-            for part, positions in enumerate(local):
-                if len(positions):
-                    pieces[part].append(table.take(pa.array(positions)))
-            del table
+        local = [pa.array(r[np.searchsorted(r, offset) : np.searchsorted(r, offset + size)] - offset)
+                 for r in rows]
+        if any(len(positions) for positions in local):
+            for column in wanted:
+                values = parquet.read_row_group(group, columns=[column]).column(0)
+                for part, positions in enumerate(local):
+                    if len(positions):
+                        pieces[part][column].extend(values.take(positions).chunks)
+                del values
         offset += size
     frames = []
+    schema = parquet.schema_arrow
     for part in range(len(pieces)):
-        if pieces[part]:
-            table = pa.concat_tables(pieces[part])
-        else:
-            table = parquet.schema_arrow.empty_table().select(wanted or present)
-        pieces[part] = []
+        table = pa.table(
+            {c: pa.chunked_array(pieces[part][c], type=schema.field(c).type) for c in wanted}
+        )
+        pieces[part] = {}
         frames.append(table.to_pandas(split_blocks=True, self_destruct=True))
         del table
     return frames

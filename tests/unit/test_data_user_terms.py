@@ -290,3 +290,20 @@ def test_large_tables_check_distinct_values_on_a_labelled_sample(
     frame.to_csv(csv, index=False)
     failures = validate_dataset("penguins").failures
     assert len(failures) == 1 and "column 'year' failed expect_column_unique_value_count" in failures[0]
+
+
+def test_build_format_parquet_is_byte_reproducible_and_reads_like_the_csv(data_home) -> None:
+    home = data_home("penguins")
+    first = build(["penguins"], use_dvc=False, file_format="parquet")
+    assert not first.errors, first.errors
+    parquet = home / "datasets" / "penguins.parquet"
+    content = parquet.read_bytes()
+    parquet.unlink()
+    build(["penguins"], use_dvc=False, file_format="parquet")
+    assert parquet.read_bytes() == content
+    card = home / "specs" / "datasets" / "penguins.yaml"
+    card.write_text(card.read_text().replace("file: penguins.csv", "file: penguins.parquet"))
+    as_csv = pd.read_csv(home / "datasets" / "penguins.csv")
+    (from_parquet,) = read_parts(load_dataset_spec("penguins"))
+    assert list(from_parquet["species"].astype(str)) == list(as_csv["species"])
+    assert from_parquet["species"].cat.categories.tolist() == sorted(as_csv["species"].unique())
