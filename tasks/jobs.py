@@ -198,9 +198,9 @@ def run_job(
 
 
 def _data_load_mb(job_dir: Path) -> float:
-    """The data_load_rss_mb the worker wrote once its fold was loaded, 0 before that."""
+    """The memory the worker's loaded fold takes (it writes it once loaded), 0 before that."""
     try:
-        return float(json.loads((job_dir / DATA_LOAD_FILE).read_text())["data_load_rss_mb"])
+        return float(json.loads((job_dir / DATA_LOAD_FILE).read_text())["data_mb"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0.0
 
@@ -208,7 +208,7 @@ def _data_load_mb(job_dir: Path) -> float:
 def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit: float) -> Watched:
     """Start the worker and watch it until it exits or the watchdog kills it."""
     verdict: tuple[str, str] | None = None
-    harness_mb = 0.0  # the worker's own memory once the data is loaded: not the framework's budget
+    harness_mb = 0.0  # the worker's copy of the fold's data: not the framework's budget
     gpu_sampler = resources.GpuSampler(devices) if devices else None
     started = time.monotonic()
     child, launcher = start_worker(job_dir, child_environment(threads, devices), job_dir / LOG_FILE)
