@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,17 @@ def _string_columns(spec: DatasetSpec) -> set[str]:
     return as_string
 
 
+def _return_freed_memory(pa: Any) -> None:
+    """Arrow's allocator keeps freed memory for reuse, which a job's loader never needs again:
+    with no decay, jemalloc hands it back to the OS at once, so the framework gets it (glibc's
+    malloc would keep the many mid-sized chunks of a multi-row-group file in its heap)."""
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+        pa.jemalloc_set_decay_ms(0)
+    except (NotImplementedError, AttributeError, pa.ArrowNotImplementedError):
+        pass  # a pyarrow built without jemalloc: its default pool, as it is
+
+
 def _parquet_parts(
     path: Path, columns: Sequence[str] | None, rows: Sequence[np.ndarray] | None
 ) -> list[pd.DataFrame]:
@@ -64,9 +76,7 @@ def _parquet_parts(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    # Arrow's default pool keeps freed memory for reuse, which a job never needs again: the system
-    # allocator hands large blocks back to the OS at once, so the framework gets them.
-    pa.set_memory_pool(pa.system_memory_pool())
+    _return_freed_memory(pa)
     parquet = pq.ParquetFile(path)
     present = parquet.schema_arrow.names
     wanted = [c for c in columns if c in present] if columns is not None else list(present)
@@ -191,17 +201,18 @@ def _type_part(
     for column, role in spec.columns.items():
         if column not in frame.columns or column == spec.target:
             continue
+        values = frame[column]
         if role == "numeric":
-            typed = _as_number(frame[column], column, spec.path, "declared numeric in the card", positions)
+            typed = _as_number(values, column, spec.path, "declared numeric in the card", positions)
         elif role == "categorical":
-            typed = _as_text_category(frame[column])
+            typed = _as_text_category(values)
         elif role == "text":
-            values = frame[column]
             typed = values if values.dtype == object else values.astype(object).where(values.notna(), None)
         else:
             continue
-        if typed is not frame[column]:
+        if typed is not values:  # an already typed column is left alone: assigning copies it
             frame[column] = typed
+        del values, typed
     if spec.problem_type == "regression":
         target = _as_number(frame[spec.target], spec.target, spec.path, "a regression target", positions)
         frame[spec.target] = target.astype(float)
