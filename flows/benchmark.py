@@ -149,7 +149,8 @@ def validate_dataset(name: str) -> dict[str, Any]:
     except UserError as exc:
         return {"ok": False, "reason": str(exc), "version": data_version(spec)}
     reason = "; ".join(outcome.failures)[:2000]
-    return {"ok": bool(outcome.ok), "reason": reason, "version": data_version(spec)}
+    return {"ok": bool(outcome.ok), "reason": reason, "version": data_version(spec),
+            "accepted": "; ".join(outcome.accepted)[:2000]}
 
 
 # ---------------------------------------------------------------- leaderboard and summary
@@ -414,10 +415,12 @@ def benchmark(
                           description=f"Leaderboard of {plan.suite.name}, execution {chosen.execution_id}")
     create_markdown_artifact(key=_artifact_key(plan.suite.name, "summary"), markdown=markdown,
                              description=f"Summary of {plan.suite.name}")
+    accepted = {name: gate["accepted"] for name, gate in gates.items() if gate.get("accepted")}
     if not store_away:
         try:
             if covers_execution:
-                tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures)
+                tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures,
+                                          data_gate_accepted=accepted)
             else:
                 tracking.mark_unfinished(chosen)
         except Exception as exc:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.output import print_json, print_table
 from tasks import paths
 
 console = Console()
@@ -36,12 +37,16 @@ def build_command(
     no_dvc: bool = typer.Option(
         False, "--no-dvc", help="Only materialize files and folds; do not pull or check the pin."
     ),
+    file_format: str = typer.Option(
+        "csv", "--format",
+        help="parquet: also write a byte-reproducible datasets/NAME.parquet of each packaged dataset.",
+    ),
 ) -> None:
     """Bring datasets/ to the pinned version: `dvc pull` if a remote has it, else rebuild from packages."""
     from tasks.data.build import build
 
     started = time.perf_counter()
-    report = build(names, use_dvc=not no_dvc, pin=pin)
+    report = build(names, use_dvc=not no_dvc, pin=pin, file_format=file_format)
     table = Table("dataset", "rows", "columns", "from", "written", title=f"datasets/: {report.route}")
     for item in report.built:
         table.add_row(
@@ -51,7 +56,7 @@ def build_command(
             item.source,
             "yes" if item.written else "unchanged",
         )
-    console.print(table)
+    print_table(console, table)
     if report.pull_skipped:
         console.print(f"[dim]dvc pull not used: {report.pull_skipped}[/]", highlight=False)
     for error in report.errors:
@@ -92,11 +97,21 @@ def build_command(
 
 
 @datasets_app.command("list")
-def list_command() -> None:
-    """The catalog: name, rows, columns, problem type, metric, DVC hash of the file."""
+def list_command(
+    as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON (one object per card)."),
+) -> None:
+    """The catalog: name, rows, columns, problem type, metric, DVC hash of the file.
+
+    A card that cannot be read is listed with its error; the others are listed as usual.
+    """
+    from dataclasses import asdict
+
     from tasks.data.catalog import catalog_rows
 
     rows = catalog_rows()
+    if as_json:
+        print_json([asdict(row) for row in rows])
+        return
     table = Table(title=f"{len(rows)} datasets in {_shown(paths.dataset_cards_dir())}")
     table.add_column("name", no_wrap=True)
     table.add_column("rows", justify="right")
@@ -106,8 +121,15 @@ def list_command() -> None:
     table.add_column("DVC hash (md5)", no_wrap=True)
     table.add_column("pinned")
     for row in rows:
-        table.add_row(row.name, row.rows, row.columns, row.problem_type, row.metric, row.md5, row.pinned)
-    console.print(table)
+        if row.error:
+            table.add_row(f"[red]{row.name}[/]", "-", "-", "[red]broken card[/]", "-", "-", "-")
+        else:
+            table.add_row(row.name, row.rows, row.columns, row.problem_type, row.metric, row.md5, row.pinned)
+    print_table(console, table)
+    for row in rows:
+        if row.error:
+            console.print(f"[bold red]broken card[/] {row.name}: {row.error}", highlight=False,
+                          soft_wrap=True)
 
 
 @datasets_app.command("validate")
@@ -125,11 +147,16 @@ def validate_command(
                 f"(report {_shown(outcome.json_path)})",
                 highlight=False,
             )
+            for sentence in outcome.accepted:
+                console.print(f"  [yellow]accepted by the card:[/] {sentence}", highlight=False,
+                              soft_wrap=True)
             continue
         label = "unreadable" if outcome.bad_input else "FAILED"
         console.print(
             f"[bold red]{label}[/] {outcome.dataset}: {len(outcome.failures)} problem(s)", highlight=False
         )
+        for sentence in outcome.accepted:
+            console.print(f"  - accepted: {sentence}", highlight=False, soft_wrap=True)
         for sentence in outcome.failures:
             console.print(f"  - {sentence}", highlight=False, soft_wrap=True)
         console.print(

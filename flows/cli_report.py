@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.output import frame_records, print_json
+
 
 def _console() -> Console:
     """Rich's console; piped output (CI logs, files) gets a wide table instead of 80 folded columns."""
@@ -66,13 +68,16 @@ def report(
     list_executions: bool = typer.Option(
         False, "--list", help="List executions (of SUITE, or all) and exit."
     ),
+    as_json: bool = typer.Option(False, "--json", help="Print the across-datasets table as JSON."),
 ) -> None:
     """Leaderboard, ranks + Friedman/Nemenyi, Elo, Pareto fronts, stability and AMLB results.csv."""
     from tasks.errors import UserError
+    from tasks.paths import inside_project
     from tasks.report.build import build_report, default_folder, report_execution
     from tasks.report.compare import resolve_execution
     from tasks.tracking import read
 
+    out = inside_project(out, "--out") if out is not None else None
     if list_executions:
         _print_executions(read.executions(suite=suite.partition("@")[0] if suite else None))
         return
@@ -93,6 +98,14 @@ def report(
         execution_id = resolve_execution(run_id or (suite if "@" in suite else f"{suite}@latest"))
         result = report_execution(execution_id, folder=out, **options)
         logged_on = execution_id
+    if as_json:
+        print_json({
+            "folder": str(result.folder),
+            "logged_on": logged_on or None,
+            "aggregate": frame_records(result.aggregate),
+            "stability_flags": list(result.stability_flags),
+        })
+        return
     console = _console()
     _print_frame(
         console, result.aggregate.round(4), "Across datasets (rank 1 = best; score 0 = baseline, 1 = best)"
@@ -131,15 +144,18 @@ def compare(
     every_metric: bool = typer.Option(
         False, "--all", help="Show every metric of every cell (default: result, plus costs that stand out)."
     ),
+    as_json: bool = typer.Option(False, "--json", help="Print the diagnosis rows as JSON."),
 ) -> None:
     """Per dataset x framework: change, z-score vs the baseline's spread, regression, main factor."""
     import pandas as pd
 
+    from tasks.paths import inside_project
     from tasks.report.build import default_folder
     from tasks.report.compare import Thresholds, diagnostic_rows, markdown, resolve_execution
     from tasks.report.compare import compare as diagnose
     from tasks.tracking import read
 
+    out = inside_project(out, "--out") if out is not None else None
     base_id, cand_id = resolve_execution(base), resolve_execution(cand)
     pool = [read.job_runs(execution_id=resolve_execution(ref)) for ref in also]
     result = diagnose(
@@ -153,6 +169,11 @@ def compare(
     result.table.to_csv(folder / "compare.csv", index=False)
     (folder / "compare.md").write_text(markdown(result, base_id, cand_id), encoding="utf-8")
     rows = diagnostic_rows(result, every_metric=every_metric)
+    if as_json:
+        _print_compare_json(rows, result, base_id, cand_id, folder)
+        if result.regressions and fail_on_regression:
+            sys.exit(1)
+        return
     console = _console()
     if rows.empty:
         console.print(f"Nothing in common to compare between {base_id} and {cand_id}.")
@@ -167,6 +188,12 @@ def compare(
     )
     if count and fail_on_regression:
         sys.exit(1)
+
+
+def _print_compare_json(rows, result, base_id: str, cand_id: str, folder: Path) -> None:  # noqa: ANN001
+    print_json({"baseline": base_id, "candidate": cand_id, "rows": frame_records(rows),
+                "regressions": len(result.regressions), "unmatched": list(result.unmatched),
+                "table": str(folder / "compare.csv")})
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from flows.output import print_json, print_table
 from tasks import paths
 from tasks.errors import UserError
 
@@ -168,7 +169,7 @@ def print_leaderboard(rows: list[dict[str, Any]], suite: str, execution_id: str)
             table.add_section()
         previous = cell["dataset"]
         table.add_row(*[str(value) for value in cell.values()])
-    console.print(table)
+    print_table(console, table)
 
 
 def run_command(
@@ -184,6 +185,8 @@ def run_command(
                                       help="re-run the failed/timeout/memory jobs of the last execution"),
     parallel: int | None = typer.Option(None, "--parallel", help="jobs at once (default: as cores allow)"),
     verbose: bool = typer.Option(False, "--verbose", help="show Prefect's and MLflow's own logs"),
+    as_json: bool = typer.Option(False, "--json",
+                                 help="print the final leaderboard as JSON (progress on stderr)"),
 ) -> None:
     """Run a suite: check its data, run each job under the budget, record in MLflow, print a leaderboard."""
     if sum([new, resume is not None, retry_failed]) > 1:
@@ -214,7 +217,8 @@ def run_command(
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[running]}"),
                TextColumn("{task.fields[waiting]}")]
-    with Progress(*columns, console=console, transient=False) as progress:
+    progress_console = Console(stderr=True) if as_json else console  # stdout holds only the JSON
+    with Progress(*columns, console=progress_console, transient=False) as progress:
         bar = ProgressBar(progress)
         set_progress_listener(bar)
         try:
@@ -223,6 +227,11 @@ def run_command(
                                 parallel=parallel, trigger="cli")
         finally:
             set_progress_listener(None)
+    if as_json:
+        print_json({key: outcome.get(key) for key in (
+            "suite", "execution_id", "leaderboard", "counts", "planned", "ran", "gate_failures", "report",
+            "waiting", "execution_url")})
+        return
     print_leaderboard(outcome["leaderboard"], outcome["suite"], outcome["execution_id"])
     counts = ", ".join(f"{status} {count}" for status, count in sorted(outcome["counts"].items()))
     console.print(f"{outcome['planned']} jobs ({counts}); ran {outcome['ran']} now in "

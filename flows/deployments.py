@@ -56,6 +56,9 @@ def manual(
 ) -> dict[str, Any]:
     """Run a suite by hand. Empty frameworks/datasets/folds/budget mean: as the suite says."""
     from flows.benchmark import benchmark
+    from tasks.specs import check_plain_names
+
+    check_plain_names("manual form", suite=suite, frameworks=frameworks, datasets=datasets, budget=budget)
 
     return benchmark(suite=suite, frameworks=frameworks or None, datasets=datasets or None,
                      folds=folds, budget=budget, team=team or None, execution="new", trigger="manual")

@@ -34,7 +34,7 @@ from tasks.metrics import score
 from tasks.plan import Job
 from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
 from tasks.specs import DatasetSpec
-from tasks.worker import JOB_FILE, STAGE_FILE, WORK_DIR, error_tail, now_utc
+from tasks.worker import DATA_LOAD_FILE, JOB_FILE, STAGE_FILE, WORK_DIR, error_tail, now_utc
 
 GRACE_BASE_S = 60.0
 GRACE_SHARE = 0.10
@@ -67,7 +67,7 @@ def _finish(result: JobResult, job_dir: Path, status: str, error: str = "") -> J
 
 def _clear_previous_outputs(job_dir: Path) -> None:
     """A re-run starts clean: no stale result, predictions or model from an earlier try."""
-    for name in (RESULT_FILE, PREDICTIONS_FILE, STAGE_FILE, LOG_FILE):
+    for name in (RESULT_FILE, PREDICTIONS_FILE, STAGE_FILE, LOG_FILE, DATA_LOAD_FILE):
         (job_dir / name).unlink(missing_ok=True)
     for name in (MODEL_DIR, WORK_DIR):
         if (job_dir / name).is_dir():
@@ -197,9 +197,18 @@ def run_job(
     return _complete(result, spec, job_dir, watched, cores, entered, payload["launched_unix"])
 
 
+def _data_load_mb(job_dir: Path) -> float:
+    """The memory the worker's loaded fold takes (it writes it once loaded), 0 before that."""
+    try:
+        return float(json.loads((job_dir / DATA_LOAD_FILE).read_text())["data_mb"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
 def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit: float) -> Watched:
     """Start the worker and watch it until it exits or the watchdog kills it."""
     verdict: tuple[str, str] | None = None
+    harness_mb = 0.0  # the worker's copy of the fold's data: not the framework's budget
     gpu_sampler = resources.GpuSampler(devices) if devices else None
     started = time.monotonic()
     child, launcher = start_worker(job_dir, child_environment(threads, devices), job_dir / LOG_FILE)
@@ -216,9 +225,11 @@ def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit
                 pass
             rss_mb = sampler.sample()
             elapsed = time.monotonic() - started
-            if rss_mb > job.budget.memory_mb:
+            harness_mb = harness_mb or _data_load_mb(job_dir)
+            if rss_mb > job.budget.memory_mb + harness_mb:
                 verdict = ("memory", f"killed by the watchdog: the job's processes used {rss_mb:.0f} MB, "
-                           f"over the budget's memory_mb {job.budget.memory_mb}")
+                           f"over the budget's memory_mb {job.budget.memory_mb}"
+                           + (f" plus the {harness_mb:.0f} MB of its loaded data" if harness_mb else ""))
             elif elapsed > hard_limit:
                 verdict = ("timeout", f"killed by the watchdog at the hard limit of {hard_limit:.0f} s "
                            f"(budget time_s {job.budget.time_s} + grace)")

@@ -56,3 +56,19 @@ def reports_dir() -> Path:
 def mlflow_dir() -> Path:
     """Embedded MLflow store: sqlite DB and artifacts. Never a Python package."""
     return project_root() / "mlflow"
+
+
+def inside_project(path: Path, field: str) -> Path:
+    """`path` (relative to the working folder, or absolute) if it lies inside the project root.
+
+    A folder a user names (`report --out`) must not lead the program to write elsewhere.
+    """
+    from tasks.errors import UserError
+
+    root = project_root()
+    resolved = Path(path).resolve()
+    if not resolved.is_relative_to(root):
+        raise UserError(
+            f"{field}: {path} is outside the project ({root}); give a folder inside it, such as reports/NAME."
+        )
+    return resolved

@@ -6,6 +6,8 @@ Every loader turns a user mistake (missing file, bad YAML, wrong field, unknown 
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +23,23 @@ Modality = Literal["tabular", "text", "multimodal"]
 ColumnRole = Literal["numeric", "categorical", "text", "id", "ignore"]
 
 DEFAULT_METRIC: dict[str, str] = {"binary": "auc", "multiclass": "logloss", "regression": "rmse"}
+# A name that becomes part of a path (cards, suites, reports): letters, digits, `_` and `-`,
+# optionally a multimodal card's `NAME[stream+stream]`. Nothing like `..` or `/` gets through.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\[[A-Za-z0-9_+-]+\])?")
+# Gate checks a card may accept knowingly (tasks/data/validate.py runs and reports them anyway).
+ACCEPTABLE_CHECKS = ("no_train_test_duplicates", "classes_at_least_folds", "columns_declared")
+
+
+def is_plain_name(value: str) -> bool:
+    return isinstance(value, str) and PLAIN_NAME.fullmatch(value) is not None
+
+
+def _plain_name(value: str) -> str:
+    if not is_plain_name(value):
+        raise ValueError(
+            f"{value!r} is not a plain name; use letters, digits, '_' and '-' only (no '/' or '..')"
+        )
+    return value
 
 
 class _Strict(BaseModel):
@@ -44,6 +63,58 @@ class ExpectationSpec(_Strict):
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
+class FoldsSpec(_Strict):
+    """A card's `folds:` mapping: the user's own split, or how the tool computes it.
+
+    - `file: NAME.myfolds.csv`: one fold id per row (a single column), kept as it is;
+    - `column: split_col`: the fold ids are a column of the data;
+    - `strategy: time, column: date, k: 5`: expanding window, no test row before its training rows;
+    - `strategy: group, column: customer_id`: rows sharing a value share a fold;
+    - `strategy: random` (the default), with `k` and `seed` from params.yaml unless given here.
+    """
+
+    strategy: Literal["random", "time", "group"] | None = None
+    file: str | None = None
+    column: str | None = None
+    k: int | None = Field(default=None, ge=2)
+    seed: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FoldsSpec:
+        if self.file is not None and (self.strategy or self.column or self.k or self.seed is not None):
+            raise ValueError(
+                "'file' names the user's own folds; give it alone (no strategy, column, k or seed)"
+            )
+        if self.strategy in ("time", "group") and not self.column:
+            raise ValueError(f"strategy '{self.strategy}' needs 'column' (the {self.strategy} column)")
+        if self.file is not None:
+            _inside_datasets(self.file)
+        return self
+
+    @property
+    def user_given(self) -> bool:
+        """Folds the user wrote (a file or a column): `build` never computes or overwrites them."""
+        return self.file is not None or (self.column is not None and self.strategy is None)
+
+
+class GateSpec(_Strict):
+    """A card's `gate:` block: `allow: [check, ...]` accepts named gate checks knowingly."""
+
+    allow: list[Literal[ACCEPTABLE_CHECKS]] = Field(default_factory=list)  # type: ignore[valid-type]
+
+
+def _inside_datasets(file: str) -> str:
+    """A card's file names a path inside datasets/: relative, and no `..` out of it."""
+    # Lexical, not resolved: a symlink the user placed in datasets/ (a DVC cache link, a big disk)
+    # is theirs to make; a card's text alone never leads outside.
+    normal = os.path.normpath(file)
+    if Path(file).is_absolute() or normal == ".." or normal.startswith(".." + os.sep) or normal == ".":
+        raise ValueError(
+            f"{file!r} is outside datasets/; give a path relative to datasets/, such as 'NAME.csv'"
+        )
+    return file
+
+
 class DatasetSpec(_Strict):
     """A dataset card, specs/datasets/NAME.yaml."""
 
@@ -60,7 +131,19 @@ class DatasetSpec(_Strict):
     rows: int | None = None  # declared row count, checked by the gate
     columns: dict[str, ColumnRole] = Field(default_factory=dict)
     expectations: list[ExpectationSpec] = Field(default_factory=list)
+    # How the outer folds are made: a number (K random folds) or a FoldsSpec mapping.
+    folds: FoldsSpec | None = None
+    gate: GateSpec = Field(default_factory=GateSpec)
     card_path: str | None = None  # filled by the loader, for error messages
+
+    _name_is_plain = field_validator("name")(_plain_name)
+    _file_is_inside = field_validator("file")(_inside_datasets)
+
+    @field_validator("folds", mode="before")
+    @classmethod
+    def _folds_number(cls, value: Any) -> Any:
+        # `folds: 5` is `folds: {k: 5}`; a mapping's mistakes then name their own field (folds.file).
+        return {"k": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _default_metric(self) -> DatasetSpec:
@@ -75,6 +158,11 @@ class DatasetSpec(_Strict):
     @property
     def features(self) -> list[str]:
         return [c for c, role in self.columns.items() if role in ("numeric", "categorical", "text")]
+
+    @property
+    def folds_spec(self) -> FoldsSpec:
+        """`folds:` as a mapping (a bare number is `{k: N}`)."""
+        return self.folds if self.folds is not None else FoldsSpec()
 
 
 class Budget(_Strict):
@@ -139,6 +227,8 @@ class Suite(_Strict):
         """The enabled evaluations' settings as plain data (what crosses to the job's process)."""
         return {name: block.model_dump() for name, block in self.evaluations.items() if block.enabled}
 
+    _name_is_plain = field_validator("name")(_plain_name)
+
     @field_validator("frameworks", mode="before")
     @classmethod
     def _parse_frameworks(cls, value: Any) -> Any:
@@ -191,6 +281,30 @@ def _available(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
+def check_plain_names(where: str, **fields: str | list[str] | None) -> None:
+    """Form or CLI values that name files (suite, budget, datasets, frameworks) must be plain names.
+
+    A framework may carry a variant (`autogluon:best_quality`): each part must be plain. Raises one
+    sentence naming the field before anything is read or written.
+    """
+    for field, value in fields.items():
+        for item in [value] if isinstance(value, str) else list(value or []):
+            parts = str(item).split(":", 1) if field == "frameworks" else [str(item)]
+            if not all(is_plain_name(part) for part in parts):
+                raise UserError(
+                    f"{where}: field '{field}': {item!r} is not a plain name; use letters, digits, "
+                    "'_' and '-' only (no '/' or '..')."
+                )
+
+
+def _refuse_unplain(kind: str, name: str) -> None:
+    if not is_plain_name(name):
+        raise UserError(
+            f"{kind} name {name!r} is not a plain name; use letters, digits, '_' and '-' only "
+            f"(the {kind}'s file is specs/{kind}s/NAME.yaml)."
+        )
+
+
 def load_dataset_spec(name_or_path: str | Path) -> DatasetSpec:
     """Load a card by name (specs/datasets/NAME.yaml) or by path; `NAME[STREAM+...]` is a modality
     combination of a multimodal card (tasks/multimodal/combinations.py)."""
@@ -200,6 +314,7 @@ def load_dataset_spec(name_or_path: str | Path) -> DatasetSpec:
         return combination_spec(str(name_or_path), load_dataset_spec)
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
+        _refuse_unplain("dataset", str(name_or_path))
         path = paths.dataset_cards_dir() / f"{name_or_path}.yaml"
         if not path.is_file():
             known = ", ".join(_available(paths.dataset_cards_dir())) or "none"
@@ -270,6 +385,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
     """Load a suite by name (specs/suites/NAME.yaml) or path; check its budget and datasets exist."""
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
+        _refuse_unplain("suite", str(name_or_path))
         path = paths.suites_dir() / f"{name_or_path}.yaml"
         if not path.is_file():
             known = ", ".join(_available(paths.suites_dir())) or "none"

@@ -33,6 +33,9 @@ COST_METRICS: dict[str, str] = {
     "gpu_mem_peak_mb": "peak GPU memory used on the job's devices (GPU hosts only)",
     "train_rows": "rows in the training part of the fold",
     "test_rows": "rows in the test part of the fold",
+    "data_load_s": "seconds the worker took to read and type the fold's data",
+    "data_load_rss_mb": "the worker's peak memory once the fold is loaded (the harness's share, on top of "
+    "memory_mb)",
 }
 
 # Alignment figures of a multimodal dataset (tasks/align.py AlignmentReport.metrics), MLflow metrics
@@ -140,4 +143,5 @@ EXECUTION_TAGS: dict[str, str] = {
     "app_version": "automl-eval version",
     "host": "host that ran the flow",
     "data_gate_failures": "datasets whose data gate failed, with the reason (their jobs are skipped)",
+    "data_gate_accepted": "failed gate checks the dataset's card accepts (`gate: allow`), with the reason",
 }

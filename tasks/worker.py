@@ -27,6 +27,9 @@ from typing import Any
 
 JOB_FILE = "job.json"
 STAGE_FILE = "stage.txt"  # the step the worker is in, so a kill can say where it happened
+# The worker's memory once its data is loaded, and what loading added (the watchdog grants that
+# on top of the budget's memory_mb: the budget is the framework's).
+DATA_LOAD_FILE = "data_load.json"
 WORK_DIR = "work"  # scratch space of the framework, removed once the model is saved
 ERROR_TAIL_LINES = 12
 
@@ -76,11 +79,19 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     adapter = get_adapter(job.framework)
 
     mark_stage(job_dir, "loading data")
+    started, resident_before_mb = time.perf_counter(), _resident_mb()
     fold = load_fold(spec, job.fold)
     task, classes, test_rows = fold.task, fold.task.classes, fold.test_rows
     X_train, y_train, X_test, y_test = fold.X_train, fold.y_train, fold.X_test, fold.y_test
     del fold  # the frames above are all the job keeps
     costs.update(train_rows=float(len(X_train)), test_rows=float(len(X_test)))
+    costs["data_load_s"] = time.perf_counter() - started
+    # The harness's own share of the job's memory: the budget's memory_mb is the framework's.
+    costs["data_load_rss_mb"] = _own_usage()["peak_rss_mb"]
+    # What loading added is the data's copy in the harness: the watchdog grants it on top of memory_mb.
+    data_mb = max(0.0, costs["data_load_rss_mb"] - resident_before_mb)
+    (job_dir / DATA_LOAD_FILE).write_text(json.dumps({"data_load_rss_mb": costs["data_load_rss_mb"],
+                                                      "data_mb": data_mb}))
     info["classes"] = list(classes)
 
     params = dict(payload.get("params", {}))
@@ -137,6 +148,15 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     costs["latency_p50_ms"] = float(np.percentile(latencies, 50))
     costs["latency_p99_ms"] = float(np.percentile(latencies, 99))
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _resident_mb() -> float:
+    """This process's resident memory now (Linux), 0 where /proc is not there."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _own_usage() -> dict[str, float]:

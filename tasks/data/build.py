@@ -41,7 +41,12 @@ def _specs(names: Iterable[str] | None) -> list[DatasetSpec]:
     return [load_dataset_spec(name) for name in names] if names else list_dataset_specs()
 
 
-def build(names: Iterable[str] | None = None, *, use_dvc: bool = True, pin: bool = False) -> BuildReport:
+def build(
+    names: Iterable[str] | None = None, *, use_dvc: bool = True, pin: bool = False, file_format: str = "csv"
+) -> BuildReport:
+    """`file_format="parquet"` also writes a Parquet twin (datasets/STEM.parquet) of each packaged dataset."""
+    if file_format not in ("csv", "parquet"):
+        raise UserError(f"--format: '{file_format}' is not a format; use csv or parquet.")
     report = BuildReport()
     specs = _specs(names)
     datasets = paths.datasets_dir()
@@ -67,6 +72,8 @@ def build(names: Iterable[str] | None = None, *, use_dvc: bool = True, pin: bool
             report.built.append(
                 materializer.materialize(spec, regenerate_file=not (from_pin and spec.path.is_file()))
             )
+            if file_format == "parquet" and spec.path.suffix != ".parquet":
+                report.built.append(materializer.parquet_copy(spec))
         except UserError as exc:
             report.errors.append(f"{spec.name}: {exc}")
 

@@ -1,4 +1,7 @@
-"""What `automl-eval datasets list` shows: every card with its file's size and DVC hash."""
+"""What `automl-eval datasets list` shows: every card with its file's size and DVC hash.
+
+A card that cannot be read is listed with its one-sentence error; the others are listed as usual.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from tasks import paths
 from tasks.data import pinning
 from tasks.data.versions import file_md5
-from tasks.specs import list_dataset_specs
+from tasks.errors import UserError
+from tasks.specs import load_dataset_spec
 
 
 @dataclass(frozen=True)
@@ -21,13 +26,16 @@ class CatalogRow:
     md5: str
     pinned: str  # yes | changed | not pinned | unknown (cache lacks the pinned listing)
     file: str
+    error: str = ""  # the card's one-sentence error when it cannot be read
 
 
 def _shape(path) -> tuple[str, str]:  # noqa: ANN001 - a Path
     try:
         if path.suffix == ".parquet":
-            frame = pd.read_parquet(path)
-            return f"{len(frame):,}", str(frame.shape[1])
+            import pyarrow.parquet as pq
+
+            metadata = pq.ParquetFile(path).metadata  # the footer only, not the data
+            return f"{metadata.num_rows:,}", str(metadata.num_columns)
         header = pd.read_csv(path, nrows=0)
         rows = len(pd.read_csv(path, usecols=[0]))  # quoted newlines counted right, unlike a line count
         return f"{rows:,}", str(len(header.columns))
@@ -38,7 +46,12 @@ def _shape(path) -> tuple[str, str]:  # noqa: ANN001 - a Path
 def catalog_rows() -> list[CatalogRow]:
     listing = pinning.pinned_listing()
     rows: list[CatalogRow] = []
-    for spec in list_dataset_specs():
+    for card in sorted(paths.dataset_cards_dir().glob("*.yaml")):
+        try:
+            spec = load_dataset_spec(card)
+        except UserError as exc:
+            rows.append(CatalogRow(card.stem, "-", "-", "-", "-", "-", "-", "-", error=str(exc)))
+            continue
         if spec.path.is_file():
             n_rows, n_columns = _shape(spec.path)
             md5 = file_md5(spec.path)

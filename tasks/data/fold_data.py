@@ -1,5 +1,8 @@
 """One fold of a dataset as a job sees it: features and target split into train and test, plus the
 TaskInfo an adapter may know. The worker fits on it; post-job evaluations score the saved model on it.
+
+Only the card's feature columns and the target are read, and of a Parquet file only the row groups
+holding the fold's rows (tasks/data/load.py); the train and test parts are the only copies made.
 """
 
 from __future__ import annotations
@@ -29,19 +32,19 @@ def _plain(value: Any) -> Any:
 
 
 def load_fold(spec: DatasetSpec, fold: int) -> FoldData:
-    """The dataset's saved fold `fold`, typed by the card; class labels in a fixed (sorted) order."""
+    """The dataset's fold `fold`, typed by the card; class labels (strings) in a fixed, sorted order."""
     from tasks.data.folds import split
-    from tasks.data.load import load_frame
+    from tasks.data.load import read_parts
 
-    frame = load_frame(spec)
     train_rows, test_rows = split(spec, fold)
-    features = spec.features or [c for c in frame.columns if c != spec.target]
-    X, y = frame[features], frame[spec.target]
+    X_train, X_test = read_parts(spec, [train_rows, test_rows], columns=spec.features or None)
+    y_train, y_test = X_train.pop(spec.target), X_test.pop(spec.target)
+    features = list(X_train.columns)
     classes: tuple[Any, ...] = ()
     if spec.problem_type in ("binary", "multiclass"):
+        classes = tuple(sorted((_plain(v) for v in y_train.cat.categories), key=str))
         # Plain labels, not a pandas 'category': frameworks differ in how they treat a category target.
-        y = y.astype(object)
-        classes = tuple(sorted((_plain(v) for v in y.dropna().unique()), key=str))
+        y_train, y_test = y_train.astype(object), y_test.astype(object)
     task = TaskInfo(
         problem_type=spec.problem_type,
         target=spec.target,
@@ -49,11 +52,4 @@ def load_fold(spec: DatasetSpec, fold: int) -> FoldData:
         column_roles={c: r for c, r in spec.columns.items() if c in features},
         classes=classes,
     )
-    return FoldData(
-        X_train=X.iloc[train_rows].reset_index(drop=True),
-        y_train=y.iloc[train_rows].reset_index(drop=True),
-        X_test=X.iloc[test_rows].reset_index(drop=True),
-        y_test=y.iloc[test_rows].reset_index(drop=True),
-        test_rows=np.asarray(test_rows),
-        task=task,
-    )
+    return FoldData(X_train, y_train, X_test, y_test, np.asarray(test_rows), task)

@@ -1,4 +1,7 @@
-"""Materialize datasets/ from the packages that ship the data: byte-reproducible CSVs and folds.
+"""Materialize datasets/ from the packages that ship the data: byte-reproducible files and folds.
+
+A card whose `file` ends in `.parquet` is written as Parquet (fixed writer settings, so the same
+data gives the same bytes too); `parquet_copy` writes a Parquet twin of a CSV dataset.
 
 Same package versions (requirements.lock) -> same bytes -> same DVC hash as datasets.dvc.
 Files are written only when their bytes change, through a temporary name, so an interrupted build
@@ -18,6 +21,9 @@ from tasks.data import folds, load, sources
 from tasks.errors import UserError
 from tasks.specs import DatasetSpec
 
+# Rows per Parquet row group: a job reads only the groups holding its fold's rows.
+PARQUET_ROW_GROUP = 250_000
+
 
 @dataclass(frozen=True)
 class Materialized:
@@ -28,8 +34,7 @@ class Materialized:
     written: bool  # False when the file on disk already had these exact bytes
 
 
-def canonical_csv(frame: pd.DataFrame, spec: DatasetSpec) -> bytes:
-    """Deterministic CSV: the card's column order then the target, source row order, '\\n' endings."""
+def _declared_columns(frame: pd.DataFrame, spec: DatasetSpec) -> list[str]:
     declared = (
         [*spec.columns, spec.target]
         if spec.columns
@@ -41,10 +46,35 @@ def canonical_csv(frame: pd.DataFrame, spec: DatasetSpec) -> bytes:
             f"{spec.card_path}: the source '{spec.source.loader}' gives no column {', '.join(missing)}; "
             "fix the card's columns/target."
         )
+    return declared
+
+
+def canonical_csv(frame: pd.DataFrame, spec: DatasetSpec) -> bytes:
+    """Deterministic CSV: the card's column order then the target, source row order, '\\n' endings."""
+    declared = _declared_columns(frame, spec)
     buffer = io.StringIO()
     # Shortest round-trip float repr (pandas' default), fixed line ending and no index column.
     frame[declared].to_csv(buffer, index=False, lineterminator="\n")
     return buffer.getvalue().encode("utf-8")
+
+
+def canonical_parquet(frame: pd.DataFrame, spec: DatasetSpec) -> bytes:
+    """Deterministic Parquet: the CSV's column order and rows, fixed compression and row groups.
+
+    Parquet stores no write time; its schema names the pyarrow and pandas versions, which
+    requirements.lock pins, so the same packages give the same bytes.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame[_declared_columns(frame, spec)], preserve_index=False)
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table, buffer, compression="zstd", compression_level=3, row_group_size=PARQUET_ROW_GROUP)
+    return buffer.getvalue().to_pybytes()
+
+
+def canonical_bytes(frame: pd.DataFrame, spec: DatasetSpec, path: Path) -> bytes:
+    return canonical_parquet(frame, spec) if path.suffix == ".parquet" else canonical_csv(frame, spec)
 
 
 def write_if_changed(path: Path, content: bytes) -> bool:
@@ -62,8 +92,11 @@ def save_folds(spec: DatasetSpec, typed: pd.DataFrame) -> bool:
     """Assign and save the dataset's folds; True if a folds file changed.
 
     A multimodal dataset's modality combinations get the very same file: every combination is
-    scored on exactly the same rows and folds as the whole.
+    scored on exactly the same rows and folds as the whole. Folds the card names (a file or a
+    column) are the user's: never computed, never overwritten; the gate checks them.
     """
+    if folds.is_user_given(spec):
+        return False
     content = folds.folds_csv_bytes(folds.assign_folds(typed, spec, folds.fold_settings(spec)))
     written = write_if_changed(folds.folds_path(spec), content)
     if spec.modality == "multimodal":
@@ -85,7 +118,7 @@ def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materiali
     if source is not None and regenerate_file:
         frame = source(spec)
         if frame is not None:
-            written = write_if_changed(spec.path, canonical_csv(frame, spec))
+            written = write_if_changed(spec.path, canonical_bytes(frame, spec, spec.path))
     elif not spec.path.is_file():
         raise UserError(
             f"{spec.card_path}: field 'file': {spec.path} is missing and the card has no packaged "
@@ -94,10 +127,12 @@ def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materiali
     # Folds come from the file as every consumer reads it, so they always match what is loaded.
     typed = load.load_frame(spec)
     written |= save_folds(spec, typed)
+    n_rows, n_columns = typed.shape
+    del typed
     return Materialized(
         name=spec.name,
-        rows=len(typed),
-        columns=typed.shape[1],
+        rows=n_rows,
+        columns=n_columns,
         source=(
             "pinned data, folds recomputed"
             if not regenerate_file
@@ -107,3 +142,21 @@ def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materiali
         ),
         written=written,
     )
+
+
+def parquet_copy(spec: DatasetSpec) -> Materialized:
+    """Write datasets/STEM.parquet, a byte-reproducible Parquet twin of a packaged CSV dataset.
+
+    Point the card's `file` at it to have every job read Parquet (only its fold's row groups).
+    """
+    source = sources.get_source(spec)
+    frame = source(spec) if source is not None else None
+    if frame is None:
+        raise UserError(
+            f"{spec.card_path}: `--format parquet` needs a packaged source that returns a table "
+            "(source.loader); a user's own file is already in the format it was given in."
+        )
+    target = spec.path.with_suffix(".parquet")
+    written = write_if_changed(target, canonical_parquet(frame, spec))
+    source_text = f"{spec.source.call} -> {target.name}"
+    return Materialized(spec.name, len(frame), frame.shape[1], source_text, written)

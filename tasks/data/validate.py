@@ -13,12 +13,13 @@ so only this module imports it, inside functions.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import shutil
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from tasks.errors import UserError
 from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
 
 NUMERIC_DTYPES = ["int64", "float64", "int32", "float32"]
+# Above this many rows the distinct-value checks run on a seeded sample (labelled so in the report).
+SAMPLE_ROWS = 1_000_000
 _FEATURE_ROLES = ("numeric", "categorical", "text")
 
 
@@ -45,6 +48,7 @@ class CheckResult:
     success: bool
     sentence: str = ""  # the failure sentence; empty when it passed
     observed: Any = None
+    accepted: bool = False  # failed, and the card's `gate: allow` accepts it knowingly
 
 
 @dataclass
@@ -57,6 +61,7 @@ class ValidationOutcome:
     data_version: str | None = None
     expectations: int = 0  # how many expectations and checks were evaluated
     bad_input: bool = False  # the card or the file could not be read at all (exit code 2)
+    accepted: list[str] = field(default_factory=list)  # failed checks the card accepts (gate.allow)
 
 
 def validation_dir() -> Path:
@@ -128,6 +133,7 @@ def card_expectations(spec: DatasetSpec, frame: pd.DataFrame) -> list[Any]:
 
 
 def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult]:
+    """The pandas checks; a failed check the card's `gate: allow` names is marked accepted."""
     results: list[CheckResult] = []
     name = spec.name
     extra = [c for c in frame.columns if c != spec.target and c not in spec.columns]
@@ -143,7 +149,14 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
                 extra,
             )
         )
-    k = folds_module.fold_settings(spec).k
+    try:
+        assignment: np.ndarray | UserError = folds_module.load_folds(spec)
+    except UserError as exc:
+        assignment = exc
+    if isinstance(assignment, np.ndarray) and folds_module.is_user_given(spec):
+        k = max(len(folds_module.fold_ids(assignment)), 1)
+    else:
+        k = folds_module.fold_settings(spec).k
     if spec.problem_type != "regression":
         counts = frame[spec.target].value_counts(dropna=True)
         small = counts[counts < k]
@@ -159,58 +172,106 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
                 {str(label): int(count) for label, count in counts.items()},
             )
         )
-    results.extend(_fold_checks(spec, frame, k))
-    return results
+    results.extend(_fold_checks(spec, frame, k, assignment))
+    allowed = set(spec.gate.allow)
+    return [
+        replace(check, accepted=True) if not check.success and check.check in allowed else check
+        for check in results
+    ]
 
 
-def _fold_checks(spec: DatasetSpec, frame: pd.DataFrame, k: int) -> list[CheckResult]:
+def _expected_fold_ids(spec: DatasetSpec, k: int, observed: list[int]) -> list[int]:
+    if folds_module.is_user_given(spec):
+        return list(range(len(observed)))  # the user's ids: 0, 1, ... with none skipped
+    if folds_module.is_time_split(spec):
+        return [folds_module.TRAIN_ONLY, *range(k)]
+    return list(range(k))
+
+
+def _fold_checks(
+    spec: DatasetSpec, frame: pd.DataFrame, k: int, assignment: np.ndarray | UserError
+) -> list[CheckResult]:
     name, path = spec.name, folds_module.folds_path(spec)
-    try:
-        assignment = folds_module.load_folds(spec)
-    except UserError as exc:
-        return [CheckResult("folds_match_data", False, f"{name}: {exc}")]
+    user_given = folds_module.is_user_given(spec)
+    fix = (
+        "fix the folds in the card's `folds`"
+        if user_given
+        else "rebuild the folds with `automl-eval datasets build`"
+    )
+    if isinstance(assignment, UserError):
+        return [CheckResult("folds_match_data", False, f"{name}: {assignment}")]
     if len(assignment) != len(frame):
         return [
             CheckResult(
                 "folds_match_data",
                 False,
                 f"{name}: {path.name} assigns {len(assignment)} rows but {spec.file} has {len(frame)}; "
-                "rebuild the folds with `automl-eval datasets build`.",
+                f"every row needs one fold id: {fix}.",
                 len(assignment),
             )
         ]
     observed_folds = sorted(set(np.unique(assignment).tolist()))
-    folds_ok = observed_folds == list(range(k))
+    expected = _expected_fold_ids(spec, k, observed_folds)
+    folds_ok = observed_folds == expected
+    shown = f"ids {expected[0]}..{expected[-1]}" if expected else "ids from 0"
     results = [
         CheckResult(
             "folds_match_data",
             folds_ok,
             ""
             if folds_ok
-            else f"{name}: {path.name} holds folds {observed_folds}, expected 0..{k - 1}; "
-            "rebuild the folds with `automl-eval datasets build`.",
+            else f"{name}: the folds hold ids {observed_folds}, expected contiguous {shown}; {fix}.",
             observed_folds,
         )
     ]
+    test_folds = folds_module.fold_ids(assignment)
+    if folds_module.is_time_split(spec):
+        results.append(_time_order_check(spec, frame, assignment, test_folds))
     groups = folds_module.row_groups(frame, spec)
     leaks: dict[int, int] = {}
     example: int | None = None
-    for fold in observed_folds:
-        in_test = assignment == fold
-        shared = np.isin(groups[in_test], groups[~in_test])
+    for fold in test_folds:
+        train_rows, test_rows = folds_module.split_rows(spec, assignment, fold)
+        shared = np.isin(groups[test_rows], groups[train_rows], kind="table")
         if shared.any():
             leaks[fold] = int(shared.sum())
             if example is None:
-                example = int(np.flatnonzero(in_test)[shared][0])
+                example = int(test_rows[shared][0])
     sentence = ""
     if leaks:
         listed = ", ".join(f"fold {fold}: {count}" for fold, count in leaks.items())
         sentence = (
             f"{name}: duplicate rows shared between a fold's train and test part ({listed} test rows; "
-            f"first at data row {example + 1}) leak the answer; rebuild the folds or drop the duplicates."
+            f"first at data row {example + 1}) leak the answer; {fix}, drop the duplicates, or accept "
+            "it knowingly with `gate: {allow: [no_train_test_duplicates]}` in the card."
         )
     results.append(CheckResult("no_train_test_duplicates", not leaks, sentence, leaks))
     return results
+
+
+def _time_order_check(
+    spec: DatasetSpec, frame: pd.DataFrame, assignment: np.ndarray, test_folds: list[int]
+) -> CheckResult:
+    """A time split: no test row of a fold is earlier than one of its training rows."""
+    times = folds_module.time_values(frame, spec)
+    early: dict[int, int] = {}
+    for fold in test_folds:
+        train_rows, test_rows = folds_module.split_rows(spec, assignment, fold)
+        if len(train_rows) and len(test_rows):
+            latest_train = times.iloc[train_rows].max()
+            before = int((times.iloc[test_rows] < latest_train).sum())
+            if before:
+                early[fold] = before
+    listed = ", ".join(f"fold {fold}: {count}" for fold, count in early.items())
+    return CheckResult(
+        "time_order",
+        not early,
+        f"{spec.name}: test rows earlier than their fold's latest training row ({listed}); rebuild the "
+        "folds with `automl-eval datasets build`."
+        if early
+        else "",
+        early,
+    )
 
 
 # ------------------------------------------------------------------------ running GE
@@ -248,7 +309,31 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _run_great_expectations(spec: DatasetSpec, frame: pd.DataFrame, docs_dir: Path) -> tuple[Any, int]:
+@dataclass
+class GateRun:
+    """What Great Expectations said: every result, and which were computed on a sample."""
+
+    results: list[Any]
+    count: int
+    documents: dict[str, Any]  # the JSON of each GE validation run, by name
+    sampled: list[str] = field(default_factory=list)  # "column 'x': expectation (on N of M rows)"
+
+
+def _is_sampled_check(expectation: Any) -> bool:
+    """"At least 2 distinct values" (a constant feature, a single class): any sample that shows
+    two values proves it for the whole column; only a sample that shows one needs every row."""
+    import great_expectations as gx
+
+    return (
+        isinstance(expectation, gx.expectations.ExpectColumnUniqueValueCountToBeBetween)
+        and expectation.max_value is None
+    )
+
+
+def _run_great_expectations(spec: DatasetSpec, frame: pd.DataFrame, docs_dir: Path) -> GateRun:
+    """Every expectation on every row, except on a table of more than SAMPLE_ROWS rows: there the
+    distinct-value checks (a hash table of every value per column: minutes at 10 M rows) run on a
+    seeded sample first, and on every row only where the sample shows a single value."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -264,26 +349,54 @@ def _run_great_expectations(spec: DatasetSpec, frame: pd.DataFrame, docs_dir: Pa
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
         },
     )
-    batch_definition = (
-        context.data_sources.add_pandas(name="datasets")
-        .add_dataframe_asset(name=spec.name)
-        .add_batch_definition_whole_dataframe("whole")
-    )
-    suite = context.suites.add(gx.ExpectationSuite(name=spec.name, expectations=expectations))
-    definition = context.validation_definitions.add(
-        gx.ValidationDefinition(name=spec.name, data=batch_definition, suite=suite)
-    )
-    checkpoint = context.checkpoints.add(
-        gx.Checkpoint(
-            name=f"{spec.name}-gate",
-            validation_definitions=[definition],
-            actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs")],
-            result_format={"result_format": "SUMMARY"},
+    asset = context.data_sources.add_pandas(name="datasets").add_dataframe_asset(name=spec.name)
+    batch_definition = asset.add_batch_definition_whole_dataframe("whole")
+
+    def run(name: str, suite_expectations: list[Any], data: pd.DataFrame) -> Any:
+        suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=suite_expectations))
+        definition = context.validation_definitions.add(
+            gx.ValidationDefinition(name=name, data=batch_definition, suite=suite)
         )
-    )
-    result = checkpoint.run(batch_parameters={"dataframe": frame})
-    (validation_result,) = result.run_results.values()
-    return validation_result, len(expectations)
+        checkpoint = context.checkpoints.add(
+            gx.Checkpoint(
+                name=f"{name}-gate",
+                validation_definitions=[definition],
+                actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs")],
+                result_format={"result_format": "SUMMARY"},
+            )
+        )
+        (validation_result,) = checkpoint.run(batch_parameters={"dataframe": data}).run_results.values()
+        return validation_result
+
+    if len(frame) <= SAMPLE_ROWS:
+        whole = run(spec.name, expectations, frame)
+        return GateRun(list(whole.results), len(expectations), {"whole": whole.to_json_dict()})
+    on_sample = [e for e in expectations if _is_sampled_check(e)]
+    whole = run(spec.name, [e for e in expectations if not _is_sampled_check(e)], frame)
+    sample = frame.sample(n=SAMPLE_ROWS, random_state=0)
+    sampled = run(f"{spec.name}-sampled", on_sample, sample)
+    del sample
+    documents = {"whole": whole.to_json_dict(), "sampled": sampled.to_json_dict()}
+    results, labels = list(whole.results), []
+    unproven = [r for r in sampled.results if not r.success]
+    for result in sampled.results:
+        if result.success:
+            results.append(result)
+            column = result.expectation_config.kwargs.get("column")
+            labels.append(
+                f"column '{column}': {result.expectation_config.type} "
+                f"(on a seeded sample of {SAMPLE_ROWS:,} of {len(frame):,} rows)"
+            )
+    if unproven:
+        rerun = []
+        for result in unproven:
+            expectation = copy.copy(result.expectation_config.to_domain_obj())
+            expectation.id = None  # a fresh copy: GE refuses one that belongs to another suite
+            rerun.append(expectation)
+        again = run(f"{spec.name}-every-row", rerun, frame)
+        results.extend(again.results)
+        documents["every_row"] = again.to_json_dict()
+    return GateRun(results, len(expectations), documents, labels)
 
 
 def _write_json(outcome: ValidationOutcome, payload: dict[str, Any]) -> Path:
@@ -307,15 +420,20 @@ def validate_dataset(spec: DatasetSpec | str) -> ValidationOutcome:
     try:
         frame = read_typed(spec, require_columns=False)
         outcome.data_version = data_version(spec)
-        ge_result, count = _run_great_expectations(spec, frame, docs_dir)
+        gate = _run_great_expectations(spec, frame, docs_dir)
         checks = benchmark_checks(spec, frame)
     except UserError as exc:
         outcome.failures, outcome.bad_input = [f"{spec.name}: {exc}"], True
         outcome.json_path = _write_json(outcome, {})
         return outcome
-    outcome.failures = [_describe(spec.name, r) for r in ge_result.results if not r.success]
-    outcome.failures += [check.sentence for check in checks if not check.success]
-    outcome.expectations = count + len(checks)
+    outcome.failures = [_describe(spec.name, r) for r in gate.results if not r.success]
+    outcome.failures += [check.sentence for check in checks if not check.success and not check.accepted]
+    outcome.accepted = [
+        f"{check.sentence} (check '{check.check}' accepted by the card: gate.allow)"
+        for check in checks
+        if check.accepted
+    ]
+    outcome.expectations = gate.count + len(checks)
     outcome.ok = not outcome.failures
     index = docs_dir / "index.html"
     outcome.html_path = index if index.is_file() else None
@@ -323,7 +441,11 @@ def validate_dataset(spec: DatasetSpec | str) -> ValidationOutcome:
         outcome,
         {
             "benchmark_checks": [asdict(check) for check in checks],
-            "great_expectations": ge_result.to_json_dict(),
+            **(
+                {"great_expectations": gate.documents["whole"]}
+                if len(gate.documents) == 1
+                else {"great_expectations": gate.documents, "sampled_checks": gate.sampled}
+            ),
         },
     )
     return outcome
@@ -354,6 +476,7 @@ def write_summary(outcomes: list[ValidationOutcome]) -> Path:
             "ok": outcome.ok,
             "data_version": outcome.data_version,
             "failures": outcome.failures,
+            **({"accepted": outcome.accepted} if outcome.accepted else {}),
         }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")

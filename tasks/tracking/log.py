@@ -227,12 +227,15 @@ def latest_execution(suite: str, *, unfinished_only: bool = False) -> str | None
 
 
 def finish_execution(execution: Execution, *, summary_markdown: str = "",
-                     data_gate_failures: dict[str, str] | None = None) -> None:
+                     data_gate_failures: dict[str, str] | None = None,
+                     data_gate_accepted: dict[str, str] | None = None) -> None:
     client = store.client()
     with _write_lock:
-        if data_gate_failures:
-            text = "; ".join(f"{name}: {why}" for name, why in sorted(data_gate_failures.items()))
-            client.set_tag(execution.execution_id, "data_gate_failures", text[-_ERROR_CHARS:])
+        gate_tags = {"data_gate_failures": data_gate_failures, "data_gate_accepted": data_gate_accepted}
+        for tag, gates in gate_tags.items():
+            if gates:
+                text = "; ".join(f"{name}: {why}" for name, why in sorted(gates.items()))
+                client.set_tag(execution.execution_id, tag, text[-_ERROR_CHARS:])
         if summary_markdown:
             client.log_text(execution.execution_id, summary_markdown, "summary.md")
         client.set_tag(execution.execution_id, "execution_state", "finished")
