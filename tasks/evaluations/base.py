@@ -48,6 +48,8 @@ class EvaluationResult:
     files: list[str] = field(default_factory=list)  # relative to the evaluation folder; logged as artifacts
     info: dict[str, Any] = field(default_factory=dict)  # anything else worth keeping (JSON-able)
     wall_s: float = 0.0
+    # Outcomes in words (names from the evaluation's `tags`), logged as job tags beside its status.
+    tags: dict[str, str] = field(default_factory=dict)
 
     def save(self, folder: Path) -> Path:
         path = folder / RESULT_FILE
@@ -58,8 +60,9 @@ class EvaluationResult:
 
     def summary(self) -> dict[str, Any]:
         """What the job's result.json keeps of it (the folder holds the rest)."""
-        return {"status": self.status, "reason": self.reason, "metrics": dict(self.metrics),
+        kept = {"status": self.status, "reason": self.reason, "metrics": dict(self.metrics),
                 "files": list(self.files), "wall_s": self.wall_s}
+        return {**kept, "tags": dict(self.tags)} if self.tags else kept
 
     @classmethod
     def load(cls, folder: Path) -> EvaluationResult:
@@ -122,6 +125,8 @@ class PostJobEvaluation(ABC):
     settings_model: ClassVar[type[EvaluationSettings]] = EvaluationSettings
     # MLflow metric names it records (NAME -> meaning); the vocabulary and README table list them.
     metrics: ClassVar[dict[str, str]] = {}
+    # Job tag names it records in words (NAME -> meaning), e.g. an export's ok | unsupported.
+    tags: ClassVar[dict[str, str]] = {}
     # Seconds the watchdog allows on top of settings.time_s for start-up and writing results.
     grace_s: ClassVar[float] = 30.0
 

@@ -381,7 +381,7 @@ def _recorded_evaluations(tags: dict[str, str], metrics: dict[str, float]) -> di
     """The evaluations a job run records: status and reason from its tags, figures from its metrics."""
     import re
 
-    from tasks.vocabulary import evaluation_metrics, name_pattern
+    from tasks.vocabulary import evaluation_metrics, evaluation_tags, name_pattern
 
     evaluations: dict[str, dict[str, Any]] = {}
     for name, names in evaluation_metrics().items():
@@ -395,6 +395,9 @@ def _recorded_evaluations(tags: dict[str, str], metrics: dict[str, float]) -> di
             "metrics": {k: v for k, v in metrics.items() if any(p.match(k) for p in patterns)},
             "wall_s": metrics.get(evaluation_wall_metric(name), 0.0),
         }
+        recorded = {key: tags[key] for key in evaluation_tags().get(name, {}) if key in tags}
+        if recorded:
+            evaluations[name]["tags"] = recorded
     return evaluations
 
 
@@ -447,6 +450,7 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
         tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
         if outcome.get("reason"):
             tags[f"evaluation.{name}.reason"] = str(outcome["reason"])[-_ERROR_CHARS:]
+        tags.update({key: str(value)[-_ERROR_CHARS:] for key, value in outcome.get("tags", {}).items()})
     return tags
 
 

@@ -1,0 +1,147 @@
+"""SHAP values of a saved model with `shap`: a tree explainer where the fitted model is a plain tree
+ensemble shap reads directly, else the permutation explainer on the model's prediction function.
+
+Values come back as rows x features x outputs (one output per class, or one for regression), for
+the model's own input columns; which explainer ran, and why the tree one did not, is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Rows explained per call of the permutation explainer: the deadline is checked between calls.
+CHUNK_ROWS = 10
+
+
+@dataclass
+class ShapValues:
+    explainer: str  # "tree" | "permutation"
+    values: np.ndarray  # rows x features x outputs
+    rows: list[int]  # positions in the test fold of the rows explained
+    features: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def mean_abs(self) -> pd.Series:
+        """Mean |SHAP| per feature over rows and outputs: the SHAP importance of each feature."""
+        return pd.Series(np.abs(self.values).mean(axis=(0, 2)), index=self.features)
+
+
+@dataclass(frozen=True)
+class TreeRoute:
+    """A tree ensemble shap reads directly, and how a frame becomes its input columns."""
+
+    estimator: Any
+    transform: Callable[[pd.DataFrame], Any]
+    # Column i of the transformed input is the model feature `columns[i]`.
+    columns: list[str]
+
+
+def tree_route(model: Any, framework: str) -> tuple[TreeRoute | None, str]:
+    """The tree route for a saved model, or None with the reason it has none."""
+    estimator = getattr(model, "estimator", None)
+    schema = getattr(model, "schema", None)
+    if framework == "hgb" and estimator is not None:
+        if schema.levels:
+            # shap reads HistGradientBoosting's numeric splits only, not its categorical bitsets.
+            return None, "hgb with categorical features: shap's tree explainer cannot read category splits"
+        return TreeRoute(estimator, lambda X: schema.apply(X).to_numpy(dtype=float), list(schema.columns)), ""
+    if framework == "rf" and estimator is not None:
+        encoder, forest = estimator[:-1], estimator[-1]
+        # The encoder puts categorical columns first, then the rest: map its output names back.
+        names = [name.split("__", 1)[1] for name in encoder.get_feature_names_out()]
+        return TreeRoute(forest, lambda X: np.asarray(encoder.transform(schema.apply(X)), dtype=float),
+                         names), ""
+    if framework == "flaml":
+        automl = getattr(model, "automl", None)
+        best = getattr(automl, "best_estimator", "")
+        if best not in ("lgbm", "xgboost", "xgb_limitdepth", "rf", "extra_tree"):
+            return None, f"FLAML picked '{best}', not a tree ensemble"
+        if schema.levels:
+            return None, "FLAML's model sees categorical features through its own encoding"
+        trained = automl._trained_estimator  # FLAML keeps its preprocessing on the wrapper
+
+        def transform(X: pd.DataFrame) -> Any:
+            prepared = automl._state.task.preprocess(schema.apply(X), automl._transformer)
+            return trained._preprocess(prepared)
+
+        sample_columns = list(getattr(trained, "feature_names_in_", None) or schema.columns)
+        return TreeRoute(trained.estimator, transform, [str(c) for c in sample_columns]), ""
+    return None, f"{framework}'s fitted model is not a plain tree ensemble shap reads"
+
+
+def _as_rows_features_outputs(values: Any, rows: int) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if array.shape[0] != rows:  # shap < 0.45 gave a list per class
+        array = np.stack(list(values), axis=-1)
+    return array
+
+
+def tree_values(route: TreeRoute, X: pd.DataFrame, features: list[str]) -> np.ndarray:
+    """SHAP values from the tree explainer, columns reordered to `features`."""
+    import shap
+
+    explainer = shap.TreeExplainer(route.estimator)
+    matrix = route.transform(X)
+    values = _as_rows_features_outputs(explainer.shap_values(matrix, check_additivity=False), len(X))
+    order = [route.columns.index(feature) for feature in features]
+    return values[:, order, :]
+
+
+def _is_number(column: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(column.dtype) and not isinstance(column.dtype, pd.CategoricalDtype)
+
+
+def _levels(*columns: pd.Series) -> list[Any]:
+    seen = pd.concat([c.astype(object) for c in columns]).dropna().unique()
+    return sorted(seen, key=str)
+
+
+def permutation_values(output: Callable[[pd.DataFrame], np.ndarray], X: pd.DataFrame,
+                       background: pd.DataFrame, *, seed: int, deadline: float) -> tuple[np.ndarray, int]:
+    """SHAP values from the permutation explainer, chunk by chunk until the deadline.
+
+    Returns (values of the rows done, rows done): rows past the deadline are left out and counted.
+    """
+    import shap
+
+    columns = list(X.columns)
+    # shap's masker compares numbers: non-numeric columns travel as codes of their levels.
+    levels = {c: _levels(X[c], background[c]) for c in columns if not _is_number(X[c])}
+
+    def encode(frame: pd.DataFrame) -> np.ndarray:
+        encoded = frame.copy()
+        for column, known in levels.items():
+            codes = pd.Categorical(frame[column].astype(object), categories=known).codes
+            encoded[column] = np.where(codes >= 0, codes, np.nan)
+        return encoded.astype(float).to_numpy()
+
+    def on_array(matrix: np.ndarray) -> np.ndarray:
+        frame = pd.DataFrame(matrix, columns=columns)
+        for column, known in levels.items():
+            codes = frame[column].to_numpy()
+            present = ~np.isnan(codes)
+            decoded = np.full(len(codes), None, dtype=object)
+            decoded[present] = np.asarray(known, dtype=object)[codes[present].astype(int)]
+            frame[column] = decoded
+        return output(frame)
+
+    masker = shap.maskers.Independent(encode(background), max_samples=len(background))
+    explainer = shap.explainers.Permutation(on_array, masker, seed=seed)
+    max_evals = 2 * len(columns) + 1  # one forward and one backward pass of one permutation
+    done: list[np.ndarray] = []
+    rows = 0
+    while rows < len(X) and time.monotonic() < deadline:
+        chunk = encode(X.iloc[rows:rows + CHUNK_ROWS])
+        explanation = explainer(chunk, max_evals=max_evals, silent=True)
+        done.append(_as_rows_features_outputs(explanation.values, len(chunk)))
+        rows += len(chunk)
+    empty = np.zeros((0, len(columns), 1))
+    return (np.concatenate(done) if done else empty), rows

@@ -1,0 +1,266 @@
+"""Can the model ship outside Python? Export a job's saved model to ONNX, check parity, time both.
+
+Per framework: skl2onnx for the scikit-learn baselines, onnxmltools for the LightGBM/XGBoost
+model FLAML picked, AutoGluon's compile() (ONNX for RF, XT and NN only) on a copy of the
+predictor, H2O's MOJO (its deployable artifact; size recorded) with onnxmltools' route for GBM
+MOJOs. Parity is the largest absolute difference of probabilities (or values) against the native
+model on the test fold; latency at batch 1 and throughput at a large batch, ONNX Runtime against
+the native model, in the same process on the same cores.
+
+The outcome is the tag `export_onnx`: ok | unsupported (with the converter's message in
+`export_onnx.reason`) | parity failed. A converter that crashes or hangs is bounded by the
+stage (this runs in its own watched process) and never touches the job.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from tasks.evaluations import _onnx
+from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+
+ONNX_FILE = "model.onnx"
+MOJO_DIR = "mojo"
+
+
+class ExportSettings(EvaluationSettings):
+    time_s: int = Field(default=120, gt=0)
+    # Largest |native - ONNX| allowed: probabilities as they are, regression values relative to
+    # the mean |value| (float32 inside ONNX graphs rounds large values).
+    tolerance: float = Field(default=1e-4, gt=0)
+    latency_calls: int = Field(default=100, gt=0)  # single-row calls timed, each side
+    batch_rows: int = Field(default=10_000, gt=0)  # rows of the throughput batch (test rows repeated)
+
+
+class ExportEvaluation(PostJobEvaluation):
+    name = "export"
+    settings_model = ExportSettings
+    grace_s = 60.0
+    metrics: ClassVar[dict[str, str]] = {
+        "onnx_export_ok": "1 if the model exported to ONNX within the parity tolerance, else 0",
+        "onnx_parity_max_abs": "largest |native - ONNX| probability (or value) on the test fold",
+        "onnx_latency_p50_ms": "ONNX Runtime latency at batch 1, median, ms",
+        "onnx_throughput_rows_s": "ONNX Runtime rows per second at export.batch_rows rows per call",
+        "native_latency_p50_ms": "the native model's latency at batch 1 in the same process, median, ms",
+        "native_throughput_rows_s": "the native model's rows per second at export.batch_rows rows per call",
+        "onnx_speedup_p50": "native latency p50 / ONNX latency p50 (above 1: ONNX is faster)",
+        "onnx_model_mb": "size of the ONNX model, MB",
+        "onnx_export_s": "wall time of the conversion, seconds",
+        "mojo_mb": "size of H2O's MOJO (its deployable artifact), MB",
+    }
+    tags: ClassVar[dict[str, str]] = {
+        "export_onnx": "ONNX export outcome: ok | unsupported | parity failed",
+        "export_onnx.reason": "the converter's message (unsupported) or the parity found (parity failed)",
+    }
+
+    def run(self, context: EvaluationContext) -> EvaluationResult:
+        settings: ExportSettings = context.settings  # type: ignore[assignment]
+        framework = context.job.framework.split(":")[0]
+        metrics: dict[str, float] = {}
+        files: list[str] = []
+        info: dict[str, Any] = {}
+        if framework == "h2o":
+            metrics["mojo_mb"], mojo = _h2o_mojo(context)
+            info["mojo"] = mojo.name
+        started = time.monotonic()
+        try:
+            route = _route(context, framework)
+        except _onnx.Unsupported as exc:
+            metrics["onnx_export_ok"] = 0.0
+            return EvaluationResult(status="ok", metrics=metrics, info=info,
+                                    tags={"export_onnx": "unsupported", "export_onnx.reason": str(exc)})
+        metrics["onnx_export_s"] = time.monotonic() - started
+        info["covers"] = route.covers
+        if route.onnx_file is not None:
+            metrics["onnx_model_mb"] = route.onnx_file.stat().st_size / 1e6
+            if route.onnx_file.parent == context.folder:
+                files.append(route.onnx_file.name)
+        fold = context.fold
+        native = _native_output(context)
+        X_test = fold.X_test
+        gap = float(np.max(np.abs(native(X_test) - route.output(X_test)))) if len(X_test) else 0.0
+        scale = 1.0 if fold.task.is_classification else max(1.0, float(np.mean(np.abs(native(X_test)))))
+        metrics["onnx_parity_max_abs"] = gap
+        batch = _batch(X_test, settings.batch_rows)
+        for prefix, output in (("onnx", route.output), ("native", native)):
+            p50, throughput = _speed(output, X_test, batch, settings.latency_calls)
+            metrics[f"{prefix}_latency_p50_ms"], metrics[f"{prefix}_throughput_rows_s"] = p50, throughput
+        if metrics["onnx_latency_p50_ms"] > 0:
+            metrics["onnx_speedup_p50"] = metrics["native_latency_p50_ms"] / metrics["onnx_latency_p50_ms"]
+        within = gap <= settings.tolerance * scale
+        metrics["onnx_export_ok"] = 1.0 if within else 0.0
+        tags = {"export_onnx": "ok" if within else "parity failed"}
+        if not within:
+            limit = settings.tolerance * scale
+            tags["export_onnx.reason"] = (f"largest |native - ONNX| on the test fold is {gap:.3g}, over the "
+                                          f"tolerance {limit:.3g}{_missing_hint(X_test)}")
+            files = [f for f in files if f != ONNX_FILE]  # a graph that answers differently is not shipped
+        return EvaluationResult(status="ok", metrics=metrics, files=files, info=info, tags=tags)
+
+
+EVALUATION = ExportEvaluation()
+
+
+class _Route:
+    """An exported model as the evaluation times it: its output on a frame, and its file."""
+
+    def __init__(self, output: Callable[[pd.DataFrame], np.ndarray], onnx_file: Path | None, covers: str):
+        self.output, self.onnx_file, self.covers = output, onnx_file, covers
+
+
+def _missing_hint(X: pd.DataFrame) -> str:
+    rows = int(X.isna().any(axis=1).sum())
+    if not rows:
+        return ""
+    return (f" ({rows} test rows have missing values, which ONNX tree ensembles route differently from "
+            "scikit-learn's trees)")
+
+
+def _native_output(context: EvaluationContext) -> Callable[[pd.DataFrame], np.ndarray]:
+    model, task = context.model, context.fold.task
+    if task.is_classification:
+        return lambda X: model.predict_proba(X).to_numpy(dtype=float)
+    return lambda X: np.asarray(model.predict(X), dtype=float).reshape(-1, 1)
+
+
+def _route(context: EvaluationContext, framework: str) -> _Route:
+    if framework == "autogluon":
+        return _autogluon(context)
+    X_test, task = context.fold.X_test, context.fold.task
+    if framework == "h2o":
+        converted = _h2o_onnx(context)
+    else:
+        converted = _onnx.convert(context.model, framework, X_test, task)
+    path = context.folder / ONNX_FILE
+    path.write_bytes(converted.model.SerializeToString())
+    session = _session(path, len(context.cores) or 1)
+    classes = [str(c) for c in converted.classes]
+
+    def output(X: pd.DataFrame) -> np.ndarray:
+        values = np.asarray(session.run(None, converted.feed(X))[converted.output], dtype=float)
+        if not task.is_classification:
+            return values.reshape(-1, 1)
+        if values.ndim == 1 or values.shape[1] == 1:  # one score column: the positive class
+            values = np.column_stack([1 - values.ravel(), values.ravel()])
+        by_text = {c: i for i, c in enumerate(classes)} if classes else {}
+        picked = [values[:, by_text[str(label)]] if str(label) in by_text else np.zeros(len(values))
+                  for label in task.classes] if classes else list(values.T)
+        return np.column_stack(picked)
+
+    return _Route(output, path, converted.covers)
+
+
+def _session(path: Path, threads: int) -> Any:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads  # the job's cores, as the native model had
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _batch(X: pd.DataFrame, rows: int) -> pd.DataFrame:
+    repeats = -(-rows // max(1, len(X)))
+    return pd.concat([X] * repeats, ignore_index=True).iloc[:rows]
+
+
+def _speed(output: Callable[[pd.DataFrame], np.ndarray], X: pd.DataFrame, batch: pd.DataFrame,
+           calls: int) -> tuple[float, float]:
+    """(median ms of one single-row call, rows per second on the batch), after one warm-up call each."""
+    output(X.iloc[:1])
+    times = []
+    for index in range(calls):
+        row = X.iloc[[index % len(X)]]
+        started = time.perf_counter()
+        output(row)
+        times.append(time.perf_counter() - started)
+    output(batch.iloc[:10])
+    started = time.perf_counter()
+    output(batch)
+    return 1000 * float(np.median(times)), len(batch) / max(time.perf_counter() - started, 1e-9)
+
+
+# ---------------------------------------------------------------- AutoGluon: compile() on a copy
+
+
+def _autogluon(context: EvaluationContext) -> _Route:
+    predictor = context.model.predictor
+    best = predictor.model_best
+    trainer = predictor._trainer  # the lineage of the best model is only known to the trainer
+    lineage = trainer.get_minimum_model_set(best)
+    blockers = []
+    for name in lineage:
+        model = trainer.load_model(name)
+        if "WeightedEnsemble" in type(model).__name__:
+            continue  # a weighted sum of its members' outputs: nothing to compile
+        if not model.can_compile():
+            blockers.append(f"{name} ({type(model).__name__})")
+    if blockers:
+        raise _onnx.Unsupported("AutoGluon's compile() takes RF, XT and NN_TORCH models only; the best "
+                                f"model {best} needs {', '.join(blockers)}")
+    copy_dir = context.folder / "autogluon_compiled"
+    if copy_dir.exists():
+        shutil.rmtree(copy_dir)
+    clone = predictor.clone(str(copy_dir), return_clone=True)
+    try:
+        clone.compile(models=[best], with_ancestors=True)
+    except Exception as exc:  # noqa: BLE001 - the compiler's verdict
+        raise _onnx.Unsupported(f"AutoGluon compile() failed: {type(exc).__name__}: {exc}"[:400]) from None
+    from tasks.frameworks.ag_tabular import AutoGluonModel
+
+    compiled = AutoGluonModel(clone, context.model.schema, context.model.task)
+    task = context.fold.task
+    graphs = sorted(copy_dir.rglob("*.onnx"))
+
+    def output(X: pd.DataFrame) -> np.ndarray:
+        if task.is_classification:
+            return compiled.predict_proba(X).to_numpy(dtype=float)
+        return np.asarray(compiled.predict(X), dtype=float).reshape(-1, 1)
+
+    return _Route(output, graphs[0] if graphs else None,
+                  f"AutoGluon's {best} with its lineage compiled to ONNX ({len(graphs)} graph(s))")
+
+
+# ---------------------------------------------------------------- H2O: MOJO, and ONNX for GBM
+
+
+def _h2o_mojo(context: EvaluationContext) -> tuple[float, Path]:
+    folder = context.folder / MOJO_DIR
+    folder.mkdir(exist_ok=True)
+    path = Path(context.model.leader.download_mojo(path=str(folder)))
+    return path.stat().st_size / 1e6, path
+
+
+def _h2o_onnx(context: EvaluationContext) -> _onnx.OnnxModel:
+    leader = context.model.leader
+    algo = str(getattr(leader, "algo", ""))
+    if algo != "gbm":
+        raise _onnx.Unsupported(f"onnxmltools converts H2O GBM MOJOs only; the leader is {algo} "
+                                f"({leader.model_id}); ship its MOJO instead")
+    import onnxmltools
+
+    schema, task = context.model.schema, context.fold.task
+    if schema.levels:
+        raise _onnx.Unsupported("onnxmltools' H2O converter takes numeric features only; this GBM has "
+                                f"categorical ones ({', '.join(schema.levels)})")
+    mojo = next((context.folder / MOJO_DIR).glob("*.zip"))
+    try:
+        graph = onnxmltools.convert_h2o(str(mojo), target_opset=_onnx.TARGET_OPSET[""])
+    except Exception as exc:  # noqa: BLE001
+        raise _onnx.Unsupported(f"{type(exc).__name__}: {exc}".splitlines()[0][:400]) from None
+    input_name = graph.graph.input[0].name
+
+    def feed(X: pd.DataFrame) -> dict[str, np.ndarray]:
+        return {input_name: _onnx.float_matrix(schema.apply(X))}
+
+    classes = list(task.classes) if task.is_classification else []
+    return _onnx.OnnxModel(graph, feed, 1 if task.is_classification else 0, classes,
+                           "H2O's GBM leader through its MOJO")
