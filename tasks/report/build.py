@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from tasks.report import (
     robustness,
     stability,
 )
+from tasks.report.explanations import ExplanationInputs
+from tasks.report.explanations import load_inputs as load_explanations
+from tasks.report.explanations import section as explain_section
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
 
@@ -50,6 +54,7 @@ def build_report(
     bootstrap_rounds: int = 200,
     alpha: float = 0.05,
     robustness_cases: pd.DataFrame | None = None,
+    explanations: ExplanationInputs | None = None,
 ) -> Report:
     """Compute every table and figure from job runs and write them under `folder`.
 
@@ -159,6 +164,12 @@ def build_report(
         modality_markdown(modalities),
         robustness.markdown(robust, _table, alpha) if robust is not None else [],
     )
+    explain_lines, explain_figures = explain_section(table, explanations, folder)
+    if explain_lines or explain_figures:
+        figures += explain_figures
+        files = markdown.index("## Files")
+        figure_lines = "".join(f"- ![{p.stem}]({p.name})\n" for p in explain_figures)
+        markdown = markdown[:files] + "\n".join(explain_lines) + "\n" + markdown[files:] + figure_lines
     (folder / "report.md").write_text(markdown, encoding="utf-8")
     return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor, robust)
 
@@ -305,10 +316,11 @@ def report_execution(
     runs = read.job_runs(execution_id=execution_id, uri=uri)
     title = f"{suite}, execution {execution_id}"
     cases = read.evaluation_tables(runs, "robustness", "cases.csv", uri=uri)
-    report = build_report(
-        runs, folder or default_folder(f"{suite}-{execution_id[:8]}"), title=title, robustness_cases=cases,
-        **options,
-    )  # type: ignore[arg-type]
+    folder = folder or default_folder(f"{suite}-{execution_id[:8]}")
+    with tempfile.TemporaryDirectory() as downloads:
+        explanations = load_explanations(runs, Path(downloads), uri=uri) if not runs.empty else None
+        report = build_report(runs, folder, title=title, robustness_cases=cases, explanations=explanations,
+                              **options)  # type: ignore[arg-type]
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
     return report

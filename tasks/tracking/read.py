@@ -218,3 +218,20 @@ def evaluation_tables(runs: pd.DataFrame, evaluation: str, file: str, *,
 
 def set_tag(run_id: str, key: str, value: str, *, uri: str | None = None) -> None:
     client(uri).set_tag(run_id, key, value)
+
+
+def evaluation_artifacts(run_ids: list[str], evaluation: str, filename: str, folder: Path, *,
+                         uri: str | None = None) -> dict[str, Path]:
+    """Download `evaluations/EVALUATION/FILENAME` of each run that has it, into folder/RUN_ID/."""
+    mlflow_client = client(uri)
+    found: dict[str, Path] = {}
+    for run_id in run_ids:
+        target = folder / run_id
+        target.mkdir(parents=True, exist_ok=True)
+        try:
+            where = f"evaluations/{evaluation}/{filename}"
+            path = mlflow_client.download_artifacts(run_id, where, str(target))
+        except (MlflowException, OSError):
+            continue  # this run's evaluation wrote no such file
+        found[run_id] = Path(path)
+    return found
