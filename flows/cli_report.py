@@ -158,9 +158,10 @@ def compare(
     out = inside_project(out, "--out") if out is not None else None
     base_id, cand_id = resolve_execution(base), resolve_execution(cand)
     pool = [read.job_runs(execution_id=resolve_execution(ref)) for ref in also]
+    base_runs, cand_runs = read.job_runs(execution_id=base_id), read.job_runs(execution_id=cand_id)
     result = diagnose(
-        read.job_runs(execution_id=base_id),
-        read.job_runs(execution_id=cand_id),
+        base_runs,
+        cand_runs,
         pool=pd.concat(pool, ignore_index=True) if pool else None,
         thresholds=Thresholds(result_threshold, cost_threshold, z_threshold),
     )
@@ -168,6 +169,9 @@ def compare(
     folder.mkdir(parents=True, exist_ok=True)
     result.table.to_csv(folder / "compare.csv", index=False)
     (folder / "compare.md").write_text(markdown(result, base_id, cand_id), encoding="utf-8")
+    from tasks.report.explanations import compare_importance
+
+    shifts = compare_importance(base_runs, cand_runs, folder)  # appends to compare.md when explained
     rows = diagnostic_rows(result, every_metric=every_metric)
     if as_json:
         _print_compare_json(rows, result, base_id, cand_id, folder)
@@ -181,6 +185,8 @@ def compare(
         _print_frame(console, rows, f"Diagnosis: {cand_id} (current) vs {base_id} (baseline)")
     if result.unmatched:
         console.print("Not compared (run on one side only): " + ", ".join(result.unmatched))
+    if shifts is not None and shifts["shift"].any():
+        _print_frame(console, shifts[shifts["shift"]], "Importance shifts (top-k features changed)")
     count = len(result.regressions)
     console.print(
         f"{'[bold red]' if count else '[green]'}{count} regression(s)[/]; "

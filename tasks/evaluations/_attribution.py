@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 # A model's answer on a frame: (predictions, class probabilities or None for regression).
 Predict = Callable[[pd.DataFrame], tuple[np.ndarray, pd.DataFrame | None]]
@@ -69,6 +68,8 @@ def permutation_importance(X: pd.DataFrame, features: list[str], predict: Predic
 
 def importance_table(drops: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Mean drop per feature, Student-t confidence interval over the repeats; rank 1 = most important."""
+    from scipy import stats
+
     count = len(drops)
     mean = drops.mean() if count else pd.Series(np.nan, index=drops.columns)
     std = drops.std(ddof=1) if count >= 2 else pd.Series(np.nan, index=drops.columns)

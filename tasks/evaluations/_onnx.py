@@ -104,12 +104,11 @@ def _flaml(model: Any, task: Any) -> OnnxModel:
         width = len(model.schema.columns)
         inputs = [("X", FloatTensorType([None, width]))]
         try:
+            # onnxmltools picks the highest opset it supports (15 for LightGBM in 1.16).
             if best == "lgbm":
-                graph = onnxmltools.convert_lightgbm(estimator, initial_types=inputs, zipmap=False,
-                                                     target_opset=TARGET_OPSET[""])
+                graph = onnxmltools.convert_lightgbm(estimator, initial_types=inputs, zipmap=False)
             else:
-                graph = onnxmltools.convert_xgboost(estimator, initial_types=inputs,
-                                                    target_opset=TARGET_OPSET[""])
+                graph = onnxmltools.convert_xgboost(estimator, initial_types=inputs)
         except Exception as exc:  # noqa: BLE001
             raise _unsupported(exc) from None
 

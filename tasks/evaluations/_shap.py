@@ -70,8 +70,9 @@ def tree_route(model: Any, framework: str) -> tuple[TreeRoute | None, str]:
             prepared = automl._state.task.preprocess(schema.apply(X), automl._transformer)
             return trained._preprocess(prepared)
 
-        sample_columns = list(getattr(trained, "feature_names_in_", None) or schema.columns)
-        return TreeRoute(trained.estimator, transform, [str(c) for c in sample_columns]), ""
+        names = getattr(trained.estimator, "feature_names_in_", None)
+        columns = [str(c) for c in (schema.columns if names is None else names)]
+        return TreeRoute(trained.estimator, transform, columns), ""
     return None, f"{framework}'s fitted model is not a plain tree ensemble shap reads"
 
 

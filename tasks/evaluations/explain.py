@@ -9,8 +9,9 @@ framework's own importance where it has one (AutoGluon's feature_importance, H2O
 Text datasets are explained at token level for tfidf_logreg. Stability across folds and seeds and
 agreement between frameworks are cross-job figures: the report computes them from importance.csv.
 
-Time: each part has a share of the block's `time_s`; a part cut by it records how far it got and
-the evaluation is `partial`, never silently truncated.
+Time: each part has a share of what is left of the block's `time_s` once the model and fold are
+loaded; a part cut by it records how far it got and the evaluation is `partial`, never silently
+truncated.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class ExplainEvaluation(PostJobEvaluation):
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
         settings: ExplainSettings = context.settings  # type: ignore[assignment]
+        context.model, context.fold  # noqa: B018 - load both before the clock starts
+        _start_clock(context)
         if context.spec.modality == "text":
             return _explain_text(context, settings)
         fold, spec = context.fold, context.spec
@@ -97,8 +100,19 @@ def _not_explained(why: str) -> EvaluationResult:
                             tags={"explain_shap_explainer": "none", "explain_framework_importance": "none"})
 
 
+_clock: dict[str, float] = {}  # when the explaining began and the seconds then left (one job per process)
+
+
+def _start_clock(context: EvaluationContext) -> None:
+    """Shares count from when the model and fold are loaded: a slow load (H2O's JVM) is not charged
+    to one part more than another."""
+    _clock["start"], _clock["left"] = time.monotonic(), max(0.0, context.time_left_s())
+
+
 def _deadline(context: EvaluationContext, share: float) -> float:
-    return context.started + context.settings.time_s * share
+    if not _clock:
+        _start_clock(context)
+    return _clock["start"] + _clock["left"] * share
 
 
 def _predictor(context: EvaluationContext) -> attribution.Predict:
@@ -193,7 +207,8 @@ def _explain_tabular(context: EvaluationContext, settings: ExplainSettings, feat
         table["framework_importance"] = native.set_index("feature")["importance"].reindex(table.index)
 
     table.reset_index().to_csv(folder / IMPORTANCE_FILE, index=False)
-    cut = [n for n in notes if "within the limit" in n or "fit in" in n]
+    # A part cut by the limit, or one that failed, makes the whole partial (the rest still stands).
+    cut = [n for n in notes if "within the limit" in n or "fit in" in n or "failed" in n]
     status = "partial" if cut else "ok"
     return EvaluationResult(
         status=status, reason="; ".join(cut) + "." if cut else "", metrics=metrics, files=files,

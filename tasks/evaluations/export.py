@@ -253,7 +253,7 @@ def _h2o_onnx(context: EvaluationContext) -> _onnx.OnnxModel:
                                 f"categorical ones ({', '.join(schema.levels)})")
     mojo = next((context.folder / MOJO_DIR).glob("*.zip"))
     try:
-        graph = onnxmltools.convert_h2o(str(mojo), target_opset=_onnx.TARGET_OPSET[""])
+        graph = onnxmltools.convert_h2o(str(mojo))
     except Exception as exc:  # noqa: BLE001
         raise _onnx.Unsupported(f"{type(exc).__name__}: {exc}".splitlines()[0][:400]) from None
     input_name = graph.graph.input[0].name

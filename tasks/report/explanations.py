@@ -291,3 +291,31 @@ def load_inputs(runs: pd.DataFrame, folder: Path, *, uri: str | None = None) -> 
                                                seed=int(float(seed))))
     importance = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "feature"])
     return ExplanationInputs(importance, shap_files)
+
+
+def compare_importance(base_runs: pd.DataFrame, cand_runs: pd.DataFrame, folder: Path, *,
+                       k: int = DEFAULT_TOP_K, uri: str | None = None) -> pd.DataFrame | None:
+    """Importance shifts between two executions: importance_shift.csv and a section of compare.md.
+
+    None when either side has no explanations (suites without an `explain` block).
+    """
+    import tempfile
+
+    if base_runs.empty or cand_runs.empty:
+        return None
+    with tempfile.TemporaryDirectory() as downloads:
+        base = load_inputs(base_runs, Path(downloads) / "base", uri=uri)
+        cand = load_inputs(cand_runs, Path(downloads) / "cand", uri=uri)
+    if base is None or cand is None or base.importance.empty or cand.importance.empty:
+        return None
+    shifts = importance_shifts(base.importance, cand.importance, k, differing_factors(base_runs, cand_runs))
+    shifts.to_csv(folder / "importance_shift.csv", index=False)
+    flagged = shifts[shifts["shift"]]
+    lines = ["", f"## Importance shifts (top-{k} features)", "",
+             f"{len(flagged)} change(s): the candidate's top-{k} set moved further from the baseline's than "
+             "the baseline's own folds and seeds move from each other (its lowest pairwise agreement).", ""]
+    if len(shifts):
+        lines += [_table(shifts), ""]
+    with open(folder / "compare.md", "a", encoding="utf-8") as handle:
+        handle.write("\n".join(lines))
+    return shifts
