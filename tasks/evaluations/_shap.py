@@ -7,6 +7,7 @@ the model's own input columns; which explainer ran, and why the tree one did not
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,35 @@ import pandas as pd
 
 # Rows explained per call of the permutation explainer: the deadline is checked between calls.
 CHUNK_ROWS = 10
+
+
+_compiled = threading.Event()
+
+
+def compile_in_background() -> None:
+    """Start compiling shap's numba kernels of the permutation explainer on a thread.
+
+    shap compiles them on its first call in a process (it does not cache them): seconds on an idle
+    core, over a minute on a loaded one. Done on a tiny problem while permutation importance runs,
+    the explainer's first real call does not spend its share of the limit compiling.
+    """
+    def compile_kernels() -> None:
+        try:
+            import shap
+
+            data = np.random.default_rng(0).normal(size=(6, 3))
+            explainer = shap.explainers.Permutation(lambda a: np.column_stack([a[:, 0], a[:, 1]]),
+                                                    shap.maskers.Independent(data[:4], max_samples=4), seed=0)
+            explainer(data[4:5], max_evals=7, batch_size=7, silent=True)
+        finally:
+            _compiled.set()
+
+    threading.Thread(target=compile_kernels, name="shap-compile", daemon=True).start()
+
+
+def wait_compiled(deadline: float) -> bool:
+    """Whether shap's kernels are compiled by the deadline (True at once if they already are)."""
+    return _compiled.wait(timeout=max(0.0, deadline - time.monotonic()))
 
 
 @dataclass
@@ -105,6 +135,16 @@ def _levels(*columns: pd.Series) -> list[Any]:
     return sorted(seen, key=str)
 
 
+def row_cost_s(output: Callable[[pd.DataFrame], np.ndarray], background: pd.DataFrame,
+               features: int) -> float:
+    """Seconds the permutation explainer needs per row, about: one model call on as many rows as
+    it masks for a row (2 x features + 1 evaluations x the background)."""
+    rows = pd.concat([background] * (2 * features + 1), ignore_index=True)
+    started = time.monotonic()
+    output(rows)
+    return time.monotonic() - started
+
+
 def permutation_values(output: Callable[[pd.DataFrame], np.ndarray], X: pd.DataFrame,
                        background: pd.DataFrame, *, seed: int, deadline: float) -> tuple[np.ndarray, int]:
     """SHAP values from the permutation explainer, chunk by chunk until the deadline.
@@ -138,11 +178,16 @@ def permutation_values(output: Callable[[pd.DataFrame], np.ndarray], X: pd.DataF
     explainer = shap.explainers.Permutation(on_array, masker, seed=seed)
     max_evals = 2 * len(columns) + 1  # one forward and one backward pass of one permutation
     done: list[np.ndarray] = []
-    rows = 0
+    rows, chunk_rows = 0, 1  # the first row is timed alone: it says how many fit before the deadline
     while rows < len(X) and time.monotonic() < deadline:
-        chunk = encode(X.iloc[rows:rows + CHUNK_ROWS])
-        explanation = explainer(chunk, max_evals=max_evals, silent=True)
+        started = time.monotonic()
+        chunk = encode(X.iloc[rows:rows + chunk_rows])
+        # All of a row's masks in one model call: per-call overhead (AutoGluon's feature
+        # generation, H2O's REST round trip) is paid once per row, as row_cost_s timed it.
+        explanation = explainer(chunk, max_evals=max_evals, batch_size=max_evals, silent=True)
         done.append(_as_rows_features_outputs(explanation.values, len(chunk)))
         rows += len(chunk)
+        per_row = (time.monotonic() - started) / len(chunk)
+        chunk_rows = int(max(1, min(CHUNK_ROWS, (deadline - time.monotonic()) / max(per_row, 1e-6) / 2)))
     empty = np.zeros((0, len(columns), 1))
     return (np.concatenate(done) if done else empty), rows

@@ -32,7 +32,7 @@ FRAMEWORK_IMPORTANCE_FILE = "framework_importance.csv"
 TOKENS_FILE = "token_importance.csv"
 # Shares of time_s at which each part must stop: permutation, then fidelity and SHAP, then the
 # framework's own importance; the rest is left for writing the files.
-PERMUTATION_SHARE, SHAP_SHARE, FRAMEWORK_SHARE = 0.45, 0.8, 0.95
+PERMUTATION_SHARE, SHAP_SHARE, FRAMEWORK_SHARE = 0.5, 0.85, 0.95
 FIDELITY_DRAWS = 3
 
 
@@ -145,6 +145,10 @@ def _explain_tabular(context: EvaluationContext, settings: ExplainSettings, feat
     def score(predictions: np.ndarray, proba: pd.DataFrame | None) -> float:
         return context.score(predictions, proba, truth=y_test)["result"]
 
+    from tasks.evaluations import _shap as shap_module
+
+    if shap_module.tree_route(context.model, context.job.framework.split(":")[0])[0] is None:
+        shap_module.compile_in_background()
     notes: list[str] = []
     if text_columns:
         notes.append(f"text columns not explained at feature level: {', '.join(text_columns)}")
@@ -168,6 +172,12 @@ def _explain_tabular(context: EvaluationContext, settings: ExplainSettings, feat
         notes.append(f"permutation importance: {permutation.repeats_done} of {settings.repeats} shuffles "
                      f"per feature within the limit")
 
+    # What is measured so far is on disk before SHAP starts: if a model call overruns the stage's
+    # limit and the process is killed, the stage still finds it (its status becomes timeout).
+    table.reset_index().to_csv(folder / IMPORTANCE_FILE, index=False)
+    EvaluationResult(status="partial", reason="interrupted after permutation importance.",
+                     metrics=dict(metrics), files=[IMPORTANCE_FILE]).save(folder)
+
     # Fidelity on the rows SHAP explains too: bounded, and the same rows for both rankings.
     X_rows = _sample(X_test, settings.rows, settings.seed)
     scale = 1.0 if fold.task.is_classification else float(pd.to_numeric(fold.y_train).std() or 1.0)
@@ -184,10 +194,10 @@ def _explain_tabular(context: EvaluationContext, settings: ExplainSettings, feat
     notes += shap_notes
     metrics["explain_shap_s"] = time.monotonic() - shap_started
     files = [IMPORTANCE_FILE]
+    if shap_values is not None and len(shap_values.rows) < len(X_rows):
+        notes.append(f"SHAP: {len(shap_values.rows)} of {len(X_rows)} rows within the limit")
     if shap_values is not None and len(shap_values.rows):
         metrics["explain_shap_rows"] = float(len(shap_values.rows))
-        if len(shap_values.rows) < len(X_rows):
-            notes.append(f"SHAP: {len(shap_values.rows)} of {len(X_rows)} rows within the limit")
         importance = shap_values.mean_abs()
         table["shap_mean_abs"] = importance
         table["shap_rank"] = importance.rank(ascending=False, method="min")
@@ -208,7 +218,7 @@ def _explain_tabular(context: EvaluationContext, settings: ExplainSettings, feat
 
     table.reset_index().to_csv(folder / IMPORTANCE_FILE, index=False)
     # A part cut by the limit, or one that failed, makes the whole partial (the rest still stands).
-    cut = [n for n in notes if "within the limit" in n or "fit in" in n or "failed" in n]
+    cut = [n for n in notes if any(w in n for w in ("within the limit", "at the limit", "fit in", "failed"))]
     status = "partial" if cut else "ok"
     return EvaluationResult(
         status=status, reason="; ".join(cut) + "." if cut else "", metrics=metrics, files=files,
@@ -251,6 +261,17 @@ def _shap(context: EvaluationContext, settings: ExplainSettings, X_rows: pd.Data
     def output(frame: pd.DataFrame) -> np.ndarray:
         return attribution.output_matrix(*predict(frame))
 
+    if not shap_values.wait_compiled(deadline):
+        notes.append("SHAP: shap's permutation explainer was still compiling its kernels (numba) at the "
+                     "limit; raise explain.time_s")
+        return None, "none", notes
+    # One row's worth of model calls, timed first: a model too slow for even one row is said so.
+    cost = shap_values.row_cost_s(output, background, len(features))
+    left = deadline - time.monotonic()
+    if cost > left:
+        notes.append(f"SHAP: one row needs about {cost:.0f} s of model calls, more than the {left:.0f} s "
+                     "left within the limit (lower explain.background or raise time_s)")
+        return None, "none", notes
     values, done = shap_values.permutation_values(output, X_rows[features], background,
                                                   seed=settings.seed, deadline=deadline)
     return shap_values.ShapValues("permutation", values, list(range(done)), features), "permutation", notes

@@ -29,6 +29,7 @@ from tasks.evaluations.base import EvaluationContext, EvaluationResult, Evaluati
 
 ONNX_FILE = "model.onnx"
 MOJO_DIR = "mojo"
+COMPILED_DIR = "autogluon_compiled"
 
 
 class ExportSettings(EvaluationSettings):
@@ -59,6 +60,8 @@ class ExportEvaluation(PostJobEvaluation):
     tags: ClassVar[dict[str, str]] = {
         "export_onnx": "ONNX export outcome: ok | unsupported | parity failed",
         "export_onnx.reason": "the converter's message (unsupported) or the parity found (parity failed)",
+        "export_mojo": "H2O only: its MOJO export: ok | unsupported",
+        "export_mojo.reason": "why H2O wrote no MOJO (this client's own message)",
     }
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
@@ -67,16 +70,18 @@ class ExportEvaluation(PostJobEvaluation):
         metrics: dict[str, float] = {}
         files: list[str] = []
         info: dict[str, Any] = {}
+        mojo_tags: dict[str, str] = {}
         if framework == "h2o":
-            metrics["mojo_mb"], mojo = _h2o_mojo(context)
-            info["mojo"] = mojo.name
+            mojo_mb, mojo_tags = _h2o_mojo(context)
+            if mojo_mb is not None:
+                metrics["mojo_mb"] = mojo_mb
         started = time.monotonic()
         try:
             route = _route(context, framework)
         except _onnx.Unsupported as exc:
             metrics["onnx_export_ok"] = 0.0
-            return EvaluationResult(status="ok", metrics=metrics, info=info,
-                                    tags={"export_onnx": "unsupported", "export_onnx.reason": str(exc)})
+            return EvaluationResult(status="ok", metrics=metrics, info=info, tags={
+                "export_onnx": "unsupported", "export_onnx.reason": str(exc), **mojo_tags})
         metrics["onnx_export_s"] = time.monotonic() - started
         info["covers"] = route.covers
         if route.onnx_file is not None:
@@ -97,12 +102,14 @@ class ExportEvaluation(PostJobEvaluation):
             metrics["onnx_speedup_p50"] = metrics["native_latency_p50_ms"] / metrics["onnx_latency_p50_ms"]
         within = gap <= settings.tolerance * scale
         metrics["onnx_export_ok"] = 1.0 if within else 0.0
-        tags = {"export_onnx": "ok" if within else "parity failed"}
+        tags = {"export_onnx": "ok" if within else "parity failed", **mojo_tags}
         if not within:
             limit = settings.tolerance * scale
             tags["export_onnx.reason"] = (f"largest |native - ONNX| on the test fold is {gap:.3g}, over the "
                                           f"tolerance {limit:.3g}{_missing_hint(X_test)}")
             files = [f for f in files if f != ONNX_FILE]  # a graph that answers differently is not shipped
+        # AutoGluon's compiled copy has served its purpose; the job folder keeps only model.onnx.
+        shutil.rmtree(context.folder / COMPILED_DIR, ignore_errors=True)
         return EvaluationResult(status="ok", metrics=metrics, files=files, info=info, tags=tags)
 
 
@@ -201,12 +208,12 @@ def _autogluon(context: EvaluationContext) -> _Route:
         model = trainer.load_model(name)
         if "WeightedEnsemble" in type(model).__name__:
             continue  # a weighted sum of its members' outputs: nothing to compile
-        if not model.can_compile():
+        if not model.can_compile({"compiler": "onnx"}):
             blockers.append(f"{name} ({type(model).__name__})")
     if blockers:
         raise _onnx.Unsupported("AutoGluon's compile() takes RF, XT and NN_TORCH models only; the best "
                                 f"model {best} needs {', '.join(blockers)}")
-    copy_dir = context.folder / "autogluon_compiled"
+    copy_dir = context.folder / COMPILED_DIR
     if copy_dir.exists():
         shutil.rmtree(copy_dir)
     clone = predictor.clone(str(copy_dir), return_clone=True)
@@ -219,6 +226,9 @@ def _autogluon(context: EvaluationContext) -> _Route:
     compiled = AutoGluonModel(clone, context.model.schema, context.model.task)
     task = context.fold.task
     graphs = sorted(copy_dir.rglob("*.onnx"))
+    if len(graphs) == 1:  # one compiled model: it is the graph to ship
+        shutil.copy(graphs[0], context.folder / ONNX_FILE)
+        graphs = [context.folder / ONNX_FILE]
 
     def output(X: pd.DataFrame) -> np.ndarray:
         if task.is_classification:
@@ -232,11 +242,17 @@ def _autogluon(context: EvaluationContext) -> _Route:
 # ---------------------------------------------------------------- H2O: MOJO, and ONNX for GBM
 
 
-def _h2o_mojo(context: EvaluationContext) -> tuple[float, Path]:
+def _h2o_mojo(context: EvaluationContext) -> tuple[float | None, dict[str, str]]:
+    """(MOJO size in MB or None, the export_mojo tags). Some H2O-3 OSS clients (3.46.0.12 here)
+    refuse MOJO export ("requires H2O-3 Secure"): that is recorded as it is said."""
     folder = context.folder / MOJO_DIR
     folder.mkdir(exist_ok=True)
-    path = Path(context.model.leader.download_mojo(path=str(folder)))
-    return path.stat().st_size / 1e6, path
+    try:
+        path = Path(context.model.leader.download_mojo(path=str(folder)))
+    except Exception as exc:  # noqa: BLE001 - the client's verdict, recorded
+        return None, {"export_mojo": "unsupported",
+                      "export_mojo.reason": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
+    return path.stat().st_size / 1e6, {"export_mojo": "ok"}
 
 
 def _h2o_onnx(context: EvaluationContext) -> _onnx.OnnxModel:
@@ -251,7 +267,10 @@ def _h2o_onnx(context: EvaluationContext) -> _onnx.OnnxModel:
     if schema.levels:
         raise _onnx.Unsupported("onnxmltools' H2O converter takes numeric features only; this GBM has "
                                 f"categorical ones ({', '.join(schema.levels)})")
-    mojo = next((context.folder / MOJO_DIR).glob("*.zip"))
+    mojo = next((context.folder / MOJO_DIR).glob("*.zip"), None)
+    if mojo is None:
+        raise _onnx.Unsupported("onnxmltools converts H2O GBMs from their MOJO, and H2O wrote none "
+                                "(see export_mojo.reason)")
     try:
         graph = onnxmltools.convert_h2o(str(mojo))
     except Exception as exc:  # noqa: BLE001
