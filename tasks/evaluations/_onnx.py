@@ -117,7 +117,11 @@ def _flaml(model: Any, task: Any) -> OnnxModel:
 
         classes = list(automl.classes_) if task.is_classification else []
         return OnnxModel(graph, feed, 1 if task.is_classification else 0, classes, covers)
-    return _sklearn(estimator, model.schema, task, covers=covers, prepare=lambda X: pd.DataFrame(prepare(X)))
+    converted = _sklearn(estimator, model.schema, task, covers=covers,
+                         prepare=lambda X: pd.DataFrame(prepare(X)))
+    # FLAML fits its scikit-learn models on encoded labels; its own classes_ are the labels, in that order.
+    converted.classes = list(automl.classes_) if task.is_classification else []
+    return converted
 
 
 def _constant(model: Any, X: pd.DataFrame, task: Any) -> OnnxModel:

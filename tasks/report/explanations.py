@@ -72,10 +72,16 @@ def _vectors(importance: pd.DataFrame, column: str = IMPORTANCE) -> dict[tuple, 
             for key, group in importance.groupby(KEYS, sort=True)}
 
 
+def _ranks_anything(importance: pd.DataFrame, cell: tuple) -> bool:
+    """Whether any job of (dataset, framework) ranks its features (the constant baseline never does)."""
+    rows = importance[(importance["dataset"] == cell[0]) & (importance["framework"] == cell[1])]
+    return any(informative(group.set_index("feature")[IMPORTANCE]) for _, group in rows.groupby(KEYS))
+
+
 def stability(importance: pd.DataFrame, k: int = DEFAULT_TOP_K) -> pd.DataFrame:
     """Per (dataset, framework): mean pairwise rank correlation and top-k agreement over its jobs."""
     rows = []
-    vectors = _vectors(importance)
+    vectors = {key: v for key, v in _vectors(importance).items() if _ranks_anything(importance, key[:2])}
     cells = sorted({key[:2] for key in vectors})
     for dataset, framework in cells:
         jobs = [v for key, v in vectors.items() if key[:2] == (dataset, framework)]
@@ -96,6 +102,8 @@ def mean_importance(importance: pd.DataFrame, column: str = IMPORTANCE) -> pd.Da
 def agreement(importance: pd.DataFrame, k: int = DEFAULT_TOP_K) -> pd.DataFrame:
     """Per dataset and pair of frameworks: rank correlation and top-k agreement of mean importance."""
     means = mean_importance(importance)
+    means = means[[_ranks_anything(importance, (d, f)) for d, f in zip(means["dataset"], means["framework"],
+                                                                       strict=True)]]
     rows = []
     for dataset, group in means.groupby("dataset", sort=True):
         by_framework = {fw: g.set_index("feature")[IMPORTANCE] for fw, g in group.groupby("framework")}
@@ -238,7 +246,7 @@ def section(runs: pd.DataFrame, inputs: ExplanationInputs | None, folder: Path,
             f"Permutation importance on the test fold (drop of `result`), the same for every framework. "
             f"Stability: Spearman rank correlation and top-{k} agreement between the jobs (folds x seeds) "
             "of one framework; agreement: the same between frameworks' mean importance on one dataset. "
-            "The constant baseline ranks nothing (blank).",
+            "Frameworks whose importance ranks nothing (the constant baseline) are left out.",
             "",
             _table(steady),
             "",

@@ -223,6 +223,9 @@ def set_tag(run_id: str, key: str, value: str, *, uri: str | None = None) -> Non
 def evaluation_artifacts(run_ids: list[str], evaluation: str, filename: str, folder: Path, *,
                          uri: str | None = None) -> dict[str, Path]:
     """Download `evaluations/EVALUATION/FILENAME` of each run that has it, into folder/RUN_ID/."""
+    import os
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file, otherwise
     mlflow_client = client(uri)
     found: dict[str, Path] = {}
     for run_id in run_ids:
