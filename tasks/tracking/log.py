@@ -583,7 +583,7 @@ def _log_evaluation_files(run_id: str, job_dir: Path, result: JobResult) -> None
 
 
 def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, model_dir: Path) -> None:
-    from tasks.tracking.pyfunc import AdapterPyfunc, requirements
+    from tasks.tracking.pyfunc import AdapterPyfunc, model_code_paths, requirements
 
     mlflow.set_tracking_uri(store.tracking_uri())
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
@@ -600,6 +600,7 @@ def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, mo
         name=PYFUNC_NAME,
         python_model=AdapterPyfunc(),
         artifacts={"model_dir": str(model_dir)},
+        code_paths=model_code_paths(),  # self-contained: served from any directory
         # Given, not inferred: inference loads the model in a subprocess, seconds per job.
         pip_requirements=requirements(job.framework, result.framework_version),
     )

@@ -4,6 +4,12 @@ AutoGluon, H2O and FLAML have no ready MLflow flavor; rather than one flavor per
 job's ``model/`` folder (with ``task.json`` and ``framework.json``) is logged as an artifact and
 the adapter that wrote it loads it again. ``predict`` returns what the job recorded in
 predictions.csv: the ``prediction`` column, then one ``proba_<class>`` column per class.
+
+The model is self-contained: the harness's package goes into it as ``code_paths`` (MLflow puts
+it first on ``sys.path`` when it loads the model) and its pip requirements are pinned, so
+``mlflow models serve -m runs:/ID/model --env-manager local`` works from any directory where the
+frameworks are installed. ``save_pyfunc`` writes the same model to a folder (what the serving
+evaluation serves before the job is logged).
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import pandas as pd
 
 PREDICTION_COLUMN = "prediction"  # the column names of predictions.csv (tasks/worker.py)
 PROBA_PREFIX = "proba_"
+HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, copied into the model
+# What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
+HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")
 
 
 def predictions_frame(model: Any, task: Any, X: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +54,47 @@ class AdapterPyfunc(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
         if not isinstance(model_input, pd.DataFrame):
             model_input = pd.DataFrame(model_input)
-        return predictions_frame(self._model, self._task, model_input)
+        return predictions_frame(self._model, self._task, typed_by_roles(model_input, self._task))
+
+
+def typed_by_roles(frame: pd.DataFrame, task: Any) -> pd.DataFrame:
+    """Columns typed by their card roles, as the harness loads them (tasks/data/load.py).
+
+    JSON rows lose their types: a missing number arrives as null in an object column, which a
+    framework would take for text. Numeric columns become numbers again, categorical ones
+    categories (the adapters map them onto the levels seen at fit time).
+    """
+    frame = frame.copy()
+    for column, role in task.column_roles.items():
+        if column not in frame.columns:
+            continue
+        if role == "numeric" and not pd.api.types.is_numeric_dtype(frame[column]):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+        elif role == "categorical" and not isinstance(frame[column].dtype, pd.CategoricalDtype):
+            frame[column] = frame[column].astype(object).astype("category")
+    return frame
+
+
+def model_code_paths() -> list[str]:
+    """The harness's package, so the adapter that saved the model loads it anywhere."""
+    return [str(HARNESS_PACKAGE)]
+
+
+def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_version: str) -> Path:
+    """Write the job's pyfunc model to `destination`: the same wrapper, artifacts, code and pinned
+    requirements as the model tracking logs with the job (tasks/tracking/log.py)."""
+    # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
+    import logging
+
+    logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
+    mlflow.pyfunc.save_model(
+        path=str(destination),
+        python_model=AdapterPyfunc(),
+        artifacts={"model_dir": str(model_dir)},
+        code_paths=model_code_paths(),
+        pip_requirements=requirements(framework, framework_version),
+    )
+    return destination
 
 
 def requirements(framework: str, framework_version: str) -> list[str]:
@@ -61,7 +110,7 @@ def requirements(framework: str, framework_version: str) -> list[str]:
         package = ""
     if package and framework_version and framework_version != "unknown":
         pins.append(f"{package}=={framework_version}")
-    for dependency in ("mlflow", "pandas", "scikit-learn"):
+    for dependency in HARNESS_REQUIREMENTS:
         if dependency == package:
             continue  # pinned above; MLflow rejects two pins of one package
         try:
