@@ -6,7 +6,7 @@ included) at the hard limit
 
     hard_limit_s = time_s + GRACE_BASE_S + GRACE_SHARE * time_s + adapter.startup_grace_s
 
-(the grace covers loading the fold, predicting, saving the model, >= 100 single-row latency calls
+(the grace covers loading the fold, predicting, saving the model, up to 100 single-row latency calls
 and a framework finishing its current model past its limit), or as soon as the tree's RSS passes
 memory_mb. The child writes its predictions, model and result.json into JOB_DIR first; the parent
 then scores them (``tasks.metrics``), adds resource figures and saves the final result.json.
@@ -15,6 +15,7 @@ then scores them (``tasks.metrics``), adds resource figures and saves the final 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -39,7 +40,12 @@ from tasks.worker import DATA_LOAD_FILE, JOB_FILE, STAGE_FILE, WORK_DIR, error_t
 GRACE_BASE_S = 60.0
 GRACE_SHARE = 0.10
 SAMPLE_INTERVAL_S = 0.25
+# The in-process single-row latency: at most this many calls, and no more than this many seconds
+# (the environment variables override both, e.g. to measure a slow client longer).
 LATENCY_CALLS = 100
+LATENCY_MAX_S = 3.0
+LATENCY_CALLS_ENV = "AUTOML_EVAL_LATENCY_CALLS"
+LATENCY_MAX_S_ENV = "AUTOML_EVAL_LATENCY_MAX_S"
 LOG_FILE = "worker.log"
 
 
@@ -185,7 +191,8 @@ def run_job(
         "threads": len(cores) or job.budget.cores,
         "gpus": devices,
         "hard_limit_s": hard_limit,
-        "latency_calls": LATENCY_CALLS,
+        "latency_calls": _latency_setting(LATENCY_CALLS_ENV, LATENCY_CALLS),
+        "latency_max_s": _latency_setting(LATENCY_MAX_S_ENV, LATENCY_MAX_S),
         "launched_unix": time.time(),
     }
     (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2, default=str))
@@ -203,6 +210,19 @@ def _data_load_mb(job_dir: Path) -> float:
         return float(json.loads((job_dir / DATA_LOAD_FILE).read_text())["data_mb"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0.0
+
+
+def _latency_setting(variable: str, default: float) -> float:
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise UserError(f"{variable}='{text}' is not a positive number; set it to one or unset it.")
+    return value
 
 
 def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit: float) -> Watched:

@@ -19,8 +19,9 @@ RESULT = "result"  # the suite metric made higher-is-better (AMLB: negated when 
 COST_METRICS: dict[str, str] = {
     "fit_s": "seconds in the framework's fit",
     "predict_s": "seconds to predict the whole test fold",
-    "latency_p50_ms": "median single-row predict latency (>= 100 calls)",
-    "latency_p99_ms": "99th percentile single-row predict latency",
+    "latency_p50_ms": "median single-row in-process predict latency (up to 100 calls or 3 s)",
+    "latency_p99_ms": "99th percentile single-row in-process predict latency",
+    "latency_calls": "single-row predict calls the in-process latency was measured on",
     "throughput_rows_s": "batch predict throughput, rows per second",
     "model_size_mb": "size of the saved model folder on disk",
     "models_count": "models the framework trained (leaderboard length)",
