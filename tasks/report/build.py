@@ -20,6 +20,7 @@ from tasks.report import (
     plots,
     ranking,
     robustness,
+    serving,
     stability,
 )
 from tasks.report.explanations import ExplanationInputs
@@ -146,6 +147,8 @@ def build_report(
     if robust is not None:
         figures += robust.figures
 
+    serving_lines, serving_figures = serving.section(table, folder, _table)
+    figures += serving_figures
     markdown = _markdown(
         title,
         board,
@@ -163,6 +166,7 @@ def build_report(
         figures,
         modality_markdown(modalities),
         robustness.markdown(robust, _table, alpha) if robust is not None else [],
+        serving_lines,
     )
     explain_lines, explain_figures = explain_section(table, explanations, folder)
     if explain_lines or explain_figures:
@@ -217,6 +221,7 @@ def _markdown(
     figures: list[Path],
     modalities: str = "",
     robust_lines: list[str] | None = None,
+    serving_lines: list[str] | None = None,
 ) -> str:
     lines = [f"# Report: {title}", ""]
     lines += [
@@ -277,6 +282,7 @@ def _markdown(
             "",
         ]
     lines += robust_lines or []
+    lines += serving_lines or []
     if notes:
         lines += ["## Notes", "", *[f"- {note}." for note in notes], ""]
     lines += [

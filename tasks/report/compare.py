@@ -25,7 +25,9 @@ from tasks.vocabulary import RESULT
 QUANTITIES: dict[str, bool] = {RESULT: True, "fit_s": False, "latency_p99_ms": False, "peak_rss_mb": False,
                                # robustness (a regression: AUC down, breaking point lower); runs without the
                                # robustness evaluation lack them and are not compared on them
-                               "robust_auc": True, "robust_breaking_mean": True}
+                               "robust_auc": True, "robust_breaking_mean": True,
+                               # serving (tasks/evaluations/serving.py): cost figures, compared when recorded
+                               "serve_p99_ms": False, "serve_max_qps_at_slo": True}
 # Quantities held to the result threshold rather than the (noisier) cost threshold.
 SCORE_QUANTITIES = frozenset({RESULT, "robust_auc", "robust_breaking_mean"})
 DEFAULT_RESULT_THRESHOLD = 0.02  # 2% of the baseline's |result|: AUC 0.85 -> 0.017

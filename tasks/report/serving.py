@@ -1,0 +1,141 @@
+"""The report's serving part: the load table, latency against throughput, and result against the
+highest rate held within the SLO (tasks/evaluations/serving.py records the figures).
+
+- the load table: per dataset, framework and concurrency, the mean (over folds and seeds) of the
+  mean, p95 and p99 latency, the requests per second and the error rate: the table load tests quote;
+- the latency-throughput figure: per dataset, p99 against achieved requests/s, a line per framework;
+- the front: per dataset, `result` (up) against `serve_max_qps_at_slo` (up), and who is on it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.report.pareto import on_front
+from tasks.vocabulary import RESULT
+
+STEP_METRIC = re.compile(r"^serve_c(\d+)_(mean_ms|p50_ms|p95_ms|p99_ms|rps|error_rate)$")
+MAX_QPS = "serve_max_qps_at_slo"
+SLO = "serve_slo_ms"
+LOAD_COLUMNS = ["dataset", "framework", "concurrency", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "rps",
+                "error_rate", "jobs"]
+
+
+def has_serving(jobs: pd.DataFrame) -> bool:
+    return any(STEP_METRIC.match(str(column)) for column in jobs.columns) or MAX_QPS in jobs
+
+
+def load_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """LOAD_COLUMNS: one row per (dataset, framework, concurrency), means over its ok jobs."""
+    ok = jobs[jobs["ok"]]
+    rows = []
+    for column in ok.columns:
+        match = STEP_METRIC.match(str(column))
+        if match is None:
+            continue
+        values = pd.to_numeric(ok[column], errors="coerce")
+        part = ok.loc[values.notna(), ["dataset", "framework"]].assign(
+            concurrency=int(match.group(1)), figure=match.group(2), value=values[values.notna()])
+        rows.append(part)
+    if not rows:
+        return pd.DataFrame(columns=LOAD_COLUMNS)
+    long = pd.concat(rows, ignore_index=True)
+    table = long.pivot_table(index=["dataset", "framework", "concurrency"], columns="figure", values="value",
+                             aggfunc="mean")
+    counts = long[long["figure"] == "p99_ms"].groupby(["dataset", "framework", "concurrency"]).size()
+    table["jobs"] = counts
+    table = table.reset_index().reindex(columns=LOAD_COLUMNS)
+    return table.sort_values(["dataset", "framework", "concurrency"]).reset_index(drop=True)
+
+
+def qps_front(jobs: pd.DataFrame) -> pd.DataFrame:
+    """dataset, framework, result, serve_max_qps_at_slo (means), slo_ms, on_front (both up)."""
+    ok = jobs[jobs["ok"]].copy()
+    if MAX_QPS not in ok:
+        return pd.DataFrame(columns=["dataset", "framework", RESULT, MAX_QPS, "slo_ms", "on_front"])
+    ok[MAX_QPS] = pd.to_numeric(ok[MAX_QPS], errors="coerce")
+    ok["slo_ms"] = pd.to_numeric(ok[SLO], errors="coerce") if SLO in ok else np.nan
+    points = ok.dropna(subset=[MAX_QPS]).groupby(["dataset", "framework"], as_index=False).agg(
+        **{RESULT: (RESULT, "mean"), MAX_QPS: (MAX_QPS, "mean"), "slo_ms": ("slo_ms", "max")})
+    points["on_front"] = False
+    for _, block in points.groupby("dataset"):
+        # A higher rate is better: as a cost, its negative.
+        points.loc[block.index, "on_front"] = on_front(block[RESULT].to_numpy(), -block[MAX_QPS].to_numpy())
+    return points
+
+
+def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: Path) -> Path:
+    """Per dataset, p99 latency (log) against achieved requests/s, one line per framework."""
+    from tasks.report.plots import _colors, _save, plt
+
+    datasets = sorted(table["dataset"].unique())
+    figure, axes_row = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4.2), squeeze=False)
+    colors = _colors(sorted(table["framework"].unique()))
+    for axes, dataset in zip(axes_row[0], datasets, strict=True):
+        block = table[table["dataset"] == dataset]
+        for framework, line in block.groupby("framework"):
+            line = line.sort_values("concurrency")
+            axes.plot(line["rps"], line["p99_ms"], marker="o", color=colors[framework], label=framework)
+            for point in line.itertuples():
+                axes.annotate(f"c{point.concurrency}", (point.rps, point.p99_ms), fontsize=7,
+                              textcoords="offset points", xytext=(3, 3))
+        if slo_ms:
+            axes.axhline(slo_ms, color="tab:red", linestyle="--", linewidth=1, label=f"SLO {slo_ms:g} ms")
+        axes.set_yscale("log")
+        axes.set_xlabel("achieved requests/s (closed loop)")
+        axes.set_ylabel("p99 latency (ms, log scale)")
+        axes.set_title(dataset)
+        axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def qps_front_figure(points: pd.DataFrame, path: Path) -> Path:
+    """Per dataset, result against the highest rate held within the SLO; the front joined."""
+    from tasks.report.plots import _colors, _save, plt
+
+    datasets = sorted(points["dataset"].unique())
+    figure, axes_row = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4), squeeze=False)
+    colors = _colors(sorted(points["framework"].unique()))
+    for axes, dataset in zip(axes_row[0], datasets, strict=True):
+        block = points[points["dataset"] == dataset]
+        for point in block.itertuples():
+            axes.scatter(getattr(point, MAX_QPS), getattr(point, RESULT), color=colors[point.framework],
+                         edgecolor="black" if point.on_front else "none", s=60, label=point.framework)
+        front = block[block["on_front"]].sort_values(MAX_QPS)
+        axes.plot(front[MAX_QPS], front[RESULT], color="black", linewidth=1, alpha=0.6)
+        slo = block["slo_ms"].max()
+        axes.set_xlabel(f"max requests/s with p99 <= {slo:g} ms" if pd.notna(slo) else
+                        "max requests/s at the SLO")
+        axes.set_ylabel("result (higher is better)")
+        axes.set_title(dataset)
+        axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def section(jobs: pd.DataFrame, folder: Path, table_markdown: object) -> tuple[list[str], list[Path]]:
+    """The serving section of report.md (empty when no job was served) and its figures."""
+    if not has_serving(jobs):
+        return [], []
+    table = load_table(jobs)
+    points = qps_front(jobs)
+    figures: list[Path] = []
+    lines = ["## Serving (MLflow scoring server under load)", ""]
+    slo = points["slo_ms"].max() if not points.empty else None
+    if not table.empty:
+        table.to_csv(folder / "serving_load.csv", index=False)
+        figures.append(latency_throughput_figure(table, slo if slo and pd.notna(slo) else None,
+                                                 folder / "serving_latency_throughput.png"))
+        lines += ["Closed loop: N concurrent users, each sending its next request when the last came back; "
+                  "latency of POST /invocations in ms, means over folds and seeds.", "",
+                  table_markdown(table.drop(columns=["p50_ms"])), ""]
+    if not points.empty:
+        points.to_csv(folder / "serving_front.csv", index=False)
+        figures.append(qps_front_figure(points, folder / "serving_pareto_max_qps.png"))
+        lines += ["Open loop: the highest Poisson arrival rate whose p99 (from the scheduled send time) "
+                  "stayed within the SLO with no errors; on_front = no framework has both a higher result "
+                  "and a higher rate.", "", table_markdown(points), ""]
+    return lines, figures

@@ -1,0 +1,60 @@
+"""The report's serving part and compare's serving cost figures, on hand-made job runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.report import jobs as job_table
+from tasks.report.compare import compare
+from tasks.report.serving import load_table, qps_front, section
+
+
+def _runs(qps: dict[str, float], p99_scale: float = 1.0, seeds: tuple[int, ...] = (0, 1, 2)) -> pd.DataFrame:
+    rows = []
+    for framework, result in (("constant", 0.5), ("hgb", 0.9), ("slow", 0.95)):
+        for seed in seeds:
+            row = {"dataset": "d", "framework": framework, "fold": 0, "seed": seed, "status": "ok",
+                   "metric": "auc", "auc": result, "result": result + 0.001 * seed,
+                   "serve_max_qps_at_slo": qps[framework] * (1 + 0.01 * seed), "serve_slo_ms": 100.0}
+            for users, p99 in ((1, 5.0), (4, 9.0)):
+                base = p99 * (40 if framework == "slow" else 1) * p99_scale * (1 + 0.01 * seed)
+                row |= {f"serve_c{users}_p99_ms": base, f"serve_c{users}_p95_ms": base * 0.8,
+                        f"serve_c{users}_p50_ms": base * 0.5, f"serve_c{users}_mean_ms": base * 0.6,
+                        f"serve_c{users}_rps": 100.0 / base, f"serve_c{users}_error_rate": 0.0}
+            row["serve_p99_ms"] = row["serve_c4_p99_ms"]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+QPS = {"constant": 900.0, "hgb": 400.0, "slow": 2.0}
+
+
+def test_the_load_table_and_the_front(tmp_path: Path) -> None:
+    jobs = job_table.prepare(_runs(QPS))
+    table = load_table(jobs)
+    assert table[["framework", "concurrency"]].values.tolist() == [
+        ["constant", 1], ["constant", 4], ["hgb", 1], ["hgb", 4], ["slow", 1], ["slow", 4]]
+    assert (table["p95_ms"] <= table["p99_ms"]).all() and (table["jobs"] == 3).all()
+    front = qps_front(jobs).set_index("framework")["on_front"]
+    assert front.to_dict() == {"constant": True, "hgb": True, "slow": True}  # each best at something
+    lines, figures = section(jobs, tmp_path, lambda frame: frame.to_string())
+    assert lines[0].startswith("## Serving") and [f.name for f in figures] == [
+        "serving_latency_throughput.png", "serving_pareto_max_qps.png"]
+    assert all(f.stat().st_size > 0 for f in figures) and (tmp_path / "serving_load.csv").is_file()
+
+
+def test_a_report_without_serving_figures_has_no_serving_section(tmp_path: Path) -> None:
+    runs = _runs(QPS).loc[:, lambda f: [c for c in f.columns if not c.startswith("serve_")]]
+    assert section(job_table.prepare(runs), tmp_path, str) == ([], [])
+
+
+def test_compare_flags_a_serving_regression_as_a_cost() -> None:
+    slower = compare(_runs(QPS), _runs({**QPS, "hgb": 200.0}, p99_scale=1.0, seeds=(3, 4, 5)))
+    flagged = slower.regressions[["framework", "metric"]].values.tolist()
+    assert flagged == [["hgb", "serve_max_qps_at_slo"]]  # a lower rate held is worse
+    higher_p99 = compare(_runs(QPS), _runs(QPS, p99_scale=2.0, seeds=(3, 4, 5)))
+    assert sorted(higher_p99.regressions["metric"].unique()) == ["serve_p99_ms"]
+    faster = compare(_runs(QPS), _runs({name: q * 2 for name, q in QPS.items()}, seeds=(3, 4, 5)))
+    assert not faster.regressed
