@@ -1,0 +1,151 @@
+"""Benchmark: serving figures per framework, the serving stage's own overhead, and the time H2O jobs
+spend on in-process latency before and after its bound.
+
+It reads the job folders of a serving run (`automl-eval run serving` writes runs/serving/); where
+there are none it serves BENCH_SERVING_FRAMEWORKS (default constant,hgb) on breast_cancer itself,
+into a scratch folder, with the suite's serving block and 5 s steps. Figures:
+
+- per dataset x framework: p99 at each concurrency step, serve_max_qps_at_slo, the worst error rate;
+- the stage's overhead: its wall time minus the counted load (the steps' durations), with the
+  server's start-up and the pyfunc build shown apart;
+- H2O's in-process latency: the time its jobs spent now (bounded: 100 calls or 3 s) and, measured
+  here on one H2O job's saved model, the time 100 unbounded single-row calls take (the old way).
+
+Settings (environment): BENCH_SERVING_RUNS (a folder of job folders, default runs/serving),
+BENCH_SERVING_FRAMEWORKS, BENCH_SERVING_H2O_BEFORE (1: measure the 100 calls; 0: skip).
+Run: `python -m bench.bench_serving` from the project root (part of `make bench`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _job_folders(root: Path) -> list[Path]:
+    return sorted(path.parent.parent.parent for path in root.glob("*/evaluations/serving/result.json"))
+
+
+def _serve_fresh(scratch: Path) -> list[Path]:
+    from tasks.data.build import build
+    from tasks.evaluations.stage import run_evaluations
+    from tasks.jobs import run_job
+    from tasks.plan import Job
+    from tasks.specs import load_budget, load_dataset_spec, load_suite
+
+    suite = load_suite("serving")
+    block = suite.evaluation_blocks()["serving"] | {"duration_s": 5.0, "time_s": 240}
+    spec = load_dataset_spec("breast_cancer")
+    build([spec.name])
+    folders = []
+    for framework in os.environ.get("BENCH_SERVING_FRAMEWORKS", "constant,hgb").split(","):
+        budget = load_budget(suite.budget)
+        job = Job("bench_serving", spec.name, "bench", framework.strip(), None, 0, 0, budget, {})
+        job_dir = scratch / job.key
+        result = run_job(job, spec, job_dir)
+        if result.status == "ok":
+            run_evaluations(job, spec, job_dir, result, {"serving": block})
+        folders.append(job_dir)
+    return folders
+
+
+def _h2o_unbounded_latency_s(job_dir: Path, calls: int = 100) -> tuple[float, int]:
+    """Seconds for `calls` single-row in-process predictions on an H2O job's saved model (the JVM
+    start not included), as every H2O job spent before the bound."""
+    from tasks.data.fold_data import load_fold
+    from tasks.frameworks.registry import get_adapter, load_saved_model
+    from tasks.plan import Job
+    from tasks.specs import DatasetSpec
+    from tasks.worker import _latencies_ms
+
+    payload = json.loads((job_dir / "job.json").read_text())
+    job = Job.from_dict(payload["job"])
+    fold = load_fold(DatasetSpec(**payload["spec"]), job.fold)
+    model, _ = load_saved_model(job_dir / "model")
+    try:
+        started = time.perf_counter()
+        latencies = _latencies_ms(model, fold.X_test, calls, float("inf"))
+        return time.perf_counter() - started, len(latencies)
+    finally:
+        get_adapter("h2o").stop()
+
+
+def _row(job_dir: Path) -> dict[str, Any]:
+    result = json.loads((job_dir / "result.json").read_text())
+    payload = json.loads((job_dir / "job.json").read_text())
+    serving = json.loads((job_dir / "evaluations" / "serving" / "result.json").read_text())
+    steps = serving.get("info", {}).get("steps", [])
+    closed = [step for step in steps if step["mode"] == "closed"]
+    counted_s = sum(step["duration_s"] for step in steps)
+    return {
+        "dataset": payload["job"]["dataset"], "framework": payload["job"]["framework"],
+        "status": serving["status"], "reason": serving.get("reason", "").splitlines()[:1],
+        "p99": {step["users"]: step["p99_ms"] for step in closed},
+        "max_qps": serving["metrics"].get("serve_max_qps_at_slo"),
+        "error_rate": max((step["error_rate"] for step in closed), default=float("nan")),
+        "wall_s": serving.get("wall_s", 0.0), "counted_s": counted_s,
+        "startup_s": serving["metrics"].get("serve_startup_s", float("nan")),
+        "build_s": serving.get("info", {}).get("pyfunc_build_s", float("nan")),
+        "latency_measure_s": result.get("info", {}).get("latency_measure_s"),
+        "latency_calls": result.get("costs", {}).get("latency_calls"),
+        "placement": serving.get("info", {}).get("load_placement", ""),
+    }
+
+
+def main() -> None:
+    from tasks import paths
+
+    root = Path(os.environ.get("BENCH_SERVING_RUNS", paths.runs_dir() / "serving"))
+    folders = _job_folders(root) if root.is_dir() else []
+    source = f"job folders of {root}"
+    if not folders:
+        scratch = Path(tempfile.mkdtemp(prefix="bench-serving-"))
+        folders = _serve_fresh(scratch)
+        source = f"served here, into {scratch}"
+    folders = [folder for folder in folders if (folder / "evaluations" / "serving" / "result.json").is_file()]
+    rows = [_row(folder) for folder in folders]
+    print(f"serving figures ({source}); timings are this machine's, under whatever else runs on it")
+    steps = sorted({users for row in rows for users in row["p99"]})
+    header = "dataset          framework   status  " + " ".join(f"p99@c{u:<4}" for u in steps)
+    print(header + "  maxQPS@SLO  err_rate  placement")
+    for row in rows:
+        cells = " ".join(f"{row['p99'].get(u, float('nan')):9.1f}" for u in steps)
+        qps = row["max_qps"] if row["max_qps"] is not None else float("nan")
+        print(f"{row['dataset']:<16} {row['framework']:<11} {row['status']:<7} {cells}  "
+              f"{qps:10.1f}  {row['error_rate']:8.3f}  {row['placement']}")
+        if row["reason"]:
+            print(f"    {row['reason'][0]}")
+
+    print("\nstage overhead (s): wall - counted load = overhead (start-up, pyfunc build apart)")
+    overheads = []
+    for row in rows:
+        overhead = row["wall_s"] - row["counted_s"]
+        overheads.append(overhead)
+        print(f"  {row['dataset']:<16} {row['framework']:<11} wall {row['wall_s']:6.1f}  load "
+              f"{row['counted_s']:6.1f}  overhead {overhead:6.1f}  (startup {row['startup_s']:5.1f}, "
+              f"build {row['build_s']:5.1f})")
+    if overheads:
+        print(f"  median overhead {statistics.median(overheads):.1f} s over {len(overheads)} jobs")
+
+    h2o = [(folder, row) for folder, row in zip(folders, rows, strict=False) if row["framework"] == "h2o"]
+    print("\nH2O in-process single-row latency per job (s)")
+    if not h2o:
+        print("  no H2O job in these folders (run `automl-eval run serving` first)")
+        return
+    for _, row in h2o:
+        print(f"  after (bounded): {row['latency_measure_s']:.1f} s for {row['latency_calls']:.0f} calls "
+              f"({row['dataset']})")
+    if os.environ.get("BENCH_SERVING_H2O_BEFORE", "1") != "0":
+        before_s, calls = _h2o_unbounded_latency_s(h2o[0][0])
+        after_s = h2o[0][1]["latency_measure_s"]
+        print(f"  before (100 unbounded calls, measured now on {h2o[0][1]['dataset']}'s model): "
+              f"{before_s:.1f} s for {calls} calls; saved per H2O job: {before_s - after_s:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
