@@ -148,7 +148,9 @@ def main(argv: list[str]) -> int:
                                   catch_response=True) as response:
                 if scheduled is not None:  # the open loop counts from the scheduled send time
                     response.request_meta["response_time"] = (time.perf_counter() - scheduled) * 1000
-                if response.status_code != 200:
+                if response.status_code == 0:  # no HTTP answer: refused, reset or timed out
+                    response.failure(f"no answer: {response.error!r}"[:300])
+                elif response.status_code != 200:
                     response.failure(f"HTTP {response.status_code}: {(response.text or '')[:300]}")
 
     environment = Environment(user_classes=[ScoringUser], host=plan["url"], stop_timeout=None)
@@ -177,7 +179,7 @@ def main(argv: list[str]) -> int:
 
     def write_csvs(name: str) -> None:
         stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
-        stem = name.replace(" ", "_").replace("/", "per")
+        stem = name.replace(" ", "_").replace("/s", "_per_s")
         with open(out / CSV_DIR / f"{stem}_stats.csv", "w", newline="") as handle:
             stats_csv.requests_csv(csv.writer(handle))
         with open(out / CSV_DIR / f"{stem}_failures.csv", "w", newline="") as handle:
