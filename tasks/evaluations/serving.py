@@ -178,6 +178,7 @@ def _run_load(context: EvaluationContext, settings: ServingSettings, url: str,
     from tasks.evaluations._scoring_server import ServingFailure
     from tasks.evaluations._serving_load import LOAD_RESULT
     from tasks.launch import PACKAGE_ROOT, python_environment
+    from tasks.worker import _die_with_parent
 
     folder = context.folder
     time_s = max(1.0, context.time_left_s() - 5.0)
@@ -195,7 +196,8 @@ def _run_load(context: EvaluationContext, settings: ServingSettings, url: str,
         try:
             completed = subprocess.run(command, cwd=PACKAGE_ROOT, env=python_environment(1),
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       timeout=time_s + LOAD_GRACE_S, check=False)
+                                       timeout=time_s + LOAD_GRACE_S, check=False,
+                                       preexec_fn=_die_with_parent)
         except subprocess.TimeoutExpired:
             raise ServingFailure(f"the load generator overran its limit of {time_s + LOAD_GRACE_S:.0f} "
                                  "s") from None
