@@ -25,6 +25,11 @@ PROBA_PREFIX = "proba_"
 HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, copied into the model
 # What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
 HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")
+# Model libraries a framework's saved model may need beyond the framework itself (whichever are installed).
+MODEL_LIBRARIES = {
+    "flaml": ("lightgbm", "xgboost", "xgboost-cpu", "catboost"),
+    "autogluon": ("lightgbm", "catboost", "xgboost", "xgboost-cpu"),
+}
 
 
 def predictions_frame(model: Any, task: Any, X: pd.DataFrame) -> pd.DataFrame:
@@ -110,7 +115,7 @@ def requirements(framework: str, framework_version: str) -> list[str]:
         package = ""
     if package and framework_version and framework_version != "unknown":
         pins.append(f"{package}=={framework_version}")
-    for dependency in HARNESS_REQUIREMENTS:
+    for dependency in (*HARNESS_REQUIREMENTS, *MODEL_LIBRARIES.get(framework, ())):
         if dependency == package:
             continue  # pinned above; MLflow rejects two pins of one package
         try:
