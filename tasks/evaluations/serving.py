@@ -41,7 +41,7 @@ REQUEST_TIMEOUT_S = 30.0
 class ServingSettings(EvaluationSettings):
     """The suite's `serving:` block."""
 
-    time_s: int = Field(default=300, gt=0)
+    time_s: int = Field(default=400, gt=0)  # covers the default plan (planned_s)
     concurrency: list[int] = Field(default_factory=lambda: [1, 4, 16, 64], min_length=1)
     slo_ms: float = Field(default=100.0, gt=0)
     duration_s: float = Field(default=20.0, gt=0, le=600)  # per load step
