@@ -124,6 +124,12 @@ def report(
                      "Robustness (rank on robustness AUC; clean rank beside)")
     if robust is not None and not robust.families.empty:
         _print_frame(console, robust.families.round(3), "Robustness AUC per corruption family")
+    serving_table = result.folder / "serving_load.csv"
+    if serving_table.is_file():  # served jobs: the load table (its figure is in the folder)
+        import pandas as pd
+
+        _print_frame(console, pd.read_csv(serving_table).drop(columns=["p50_ms"]).round(3),
+                     "Serving under load (closed loop: latency ms, requests/s, error rate)")
     where = f"; also attached to MLflow run {logged_on} as artifacts" if logged_on else ""
     console.print(f"Report written to [bold]{result.folder}[/] (report.md, CSVs, PNGs){where}.")
 
