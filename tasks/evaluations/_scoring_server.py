@@ -55,7 +55,7 @@ def is_listening(port: int) -> bool:
         return probe.connect_ex((HOST, port)) == 0
 
 
-def _server_environment(threads: int) -> dict[str, str]:
+def _server_environment(threads: int, healthcheck_s: float) -> dict[str, str]:
     env = python_environment(threads)
     # The checkout stays off the path: the model's code_paths copy is what imports.
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != PACKAGE_ROOT]
@@ -67,6 +67,10 @@ def _server_environment(threads: int) -> dict[str, str]:
     # One access-log line per request would cost the server's core and bury a failure's cause in
     # the log tail; uvicorn reads its options from UVICORN_* variables.
     env["UVICORN_ACCESS_LOG"] = "false"
+    # uvicorn kills a worker that does not answer its supervisor's ping within 5 s, and a restarted
+    # one that is not ready within as long: a worker busy with a heavy model (AutoGluon) on a loaded
+    # core is killed, and its replacement cannot load the model in 5 s. A deployment sets this.
+    env["UVICORN_TIMEOUT_WORKER_HEALTHCHECK"] = str(int(healthcheck_s))
     return env
 
 
@@ -82,13 +86,14 @@ class ScoringServer:
     """One `mlflow models serve` process tree; use as a context manager so it always stops."""
 
     def __init__(self, model_folder: Path, *, workers: int, cores: list[int], log_dir: Path,
-                 port: int | None = None, request_timeout_s: int = 60) -> None:
+                 port: int | None = None, request_timeout_s: int = 60, healthcheck_s: float = 120) -> None:
         self.model_folder = model_folder
         self.workers = max(1, workers)
         self.cores = cores
         self.port = port or free_port()
         self.log_path = log_dir / SERVER_LOG
         self.request_timeout_s = request_timeout_s
+        self.healthcheck_s = healthcheck_s
         self.process: subprocess.Popen[bytes] | None = None
         self.started = 0.0
 
@@ -114,7 +119,8 @@ class ScoringServer:
         self.started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(), cwd=self.log_path.parent, env=_server_environment(len(self.cores) or 1),
+                self.command(), cwd=self.log_path.parent,
+                env=_server_environment(len(self.cores) or 1, self.healthcheck_s),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: the stop reaches all its workers
                 # Killed with the evaluation's process, which a watchdog may SIGKILL (the CLI in
@@ -162,6 +168,12 @@ class ScoringServer:
                 return response.status, response.read().decode(errors="replace")
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode(errors="replace")
+
+    def worker_restarts(self) -> int:
+        """Workers uvicorn's supervisor found dead and replaced (from its log)."""
+        if not self.log_path.is_file():
+            return 0
+        return len(re.findall(r"Child process \[\d+\] died", self.log_path.read_text(errors="replace")))
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if not self.log_path.is_file():

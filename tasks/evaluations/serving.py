@@ -114,7 +114,8 @@ class ServingEvaluation(PostJobEvaluation):
                             _framework_version(context))
         info["pyfunc_build_s"] = time.monotonic() - started
         bodies = _write_bodies(context, folder / BODIES_FILE)
-        server = ScoringServer(model, workers=context.budget.cores, cores=server_cores, log_dir=folder)
+        server = ScoringServer(model, workers=context.budget.cores, cores=server_cores, log_dir=folder,
+                               healthcheck_s=settings.startup_timeout_s)
         info["port"] = server.port
         metrics: dict[str, float] = {}
         try:
@@ -128,7 +129,9 @@ class ServingEvaluation(PostJobEvaluation):
                 info["first_answer"] = answer[:1000]
                 load = _run_load(context, settings, server.url, load_cores)
                 info["load_s"] = load.pop("wall_s")
+                info["worker_restarts"] = server.worker_restarts()
         except ServingFailure as failure:
+            info["worker_restarts"] = server.worker_restarts()
             return EvaluationResult(status="failed", reason=f"{failure}.\n{server.log_tail()}".strip(),
                                     metrics=metrics, files=_files(folder), info=info)
         metrics.update(_load_metrics(load, settings))
