@@ -33,6 +33,7 @@ HEADERS = {"Content-Type": "application/json"}
 MAX_OPEN_USERS = 400  # greenlets that carry an open-loop step's arrivals
 WARMUP_USERS = 2
 SAMPLE_S = 0.25
+MIN_ARRIVALS = 5  # the search stops at rates that expect fewer requests per step
 
 
 @dataclass
@@ -282,6 +283,9 @@ def search_rate(steps: list[StepRecord], plan: dict[str, Any], open_step: Any, d
     low = 0.0
     for index in range(int(plan["search_steps"])):
         rate = (low + high) / 2 if low > 0 else high / 2
+        if rate * plan["duration_s"] < MIN_ARRIVALS:  # too few requests in a step to judge a p99
+            search["below_measurable"] = rate
+            break
         if time.monotonic() + plan["duration_s"] + drain_s > deadline:
             search["stopped_early"] = f"the time limit came after {index} open-loop steps of the search"
             break
