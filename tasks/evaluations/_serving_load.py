@@ -271,15 +271,17 @@ def search_rate(steps: list[StepRecord], plan: dict[str, Any], open_step: Any, d
                 drain_s: float) -> dict[str, Any]:
     """Bisection on the Poisson rate: the highest one held within the SLO (0 when none is).
 
-    It starts above the best closed-loop throughput (no open-loop rate beyond the server's capacity
-    can hold) and widens the bracket when its top rate still holds.
+    The bracket's top is the best closed-loop throughput, where the server was saturated: no
+    arrival rate above it can be held for long, however little backlog a short step builds up
+    (a step of D seconds at a rate 5% too high queues only 5% of D's requests), so the search
+    never returns one.
     """
     closed_ok = [step.rps for step in steps if step.failures == 0 and step.rps > 0]
     search: dict[str, Any] = {"max_qps_at_slo": 0.0, "rates": []}
     if not closed_ok:
         search["reason"] = "no closed-loop step ran without errors, so no rate was tried"
         return search
-    high = 1.5 * max(closed_ok)
+    high = max(closed_ok)
     low = 0.0
     for index in range(int(plan["search_steps"])):
         rate = (low + high) / 2 if low > 0 else high / 2
@@ -295,8 +297,6 @@ def search_rate(steps: list[StepRecord], plan: dict[str, Any], open_step: Any, d
                                 "error_rate": record.error_rate})
         if record.within_slo:
             low = rate
-            if rate >= 0.9 * high:  # the top of the bracket holds: look higher
-                high *= 2
         else:
             high = rate
     search["max_qps_at_slo"] = low
