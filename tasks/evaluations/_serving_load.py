@@ -71,6 +71,8 @@ class _Live:
     t0: float = 0.0
     arrivals: list[float] = field(default_factory=list)  # open loop: offsets from t0, seconds
     next_arrival: int = 0
+    limit: int = 0  # closed loop: requests the users may send while measuring
+    sent: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     failures: int = 0
     first_error: str = ""
@@ -136,6 +138,11 @@ def main(argv: list[str]) -> int:
             if step is None or (step.mode == "open" and not step.measuring):
                 gevent.sleep(0.01)
                 return
+            if step.mode == "closed" and step.measuring:
+                if step.sent >= step.limit:  # the step's request budget is spent: wait for the stop
+                    gevent.sleep(0.01)
+                    return
+                step.sent += 1
             body = bodies[next(body_index) % len(bodies)]
             scheduled = None
             if step.mode == "open":
@@ -192,14 +199,18 @@ def main(argv: list[str]) -> int:
             gevent.sleep(0.02)
 
     def closed_step(name: str, users: int, duration_s: float, limit: int) -> StepRecord:
-        step = _Live(name, "closed")
+        step = _Live(name, "closed", limit=limit)
         live["step"] = step
         spawn(users)
         environment.stats.reset_all()  # what the users sent while they were spawned is not counted
         step.t0, step.measuring = time.perf_counter(), True
+        # Until the time is up or every request the budget allows has come back (at most `users`
+        # sent before the count started may land on top).
         while time.perf_counter() - step.t0 < duration_s and step.recorded < limit:
             gevent.sleep(SAMPLE_S if limit - step.recorded > users * 4 else 0.005)
             sample(step)
+            if step.sent >= limit and step.recorded >= step.sent:
+                break
         step.measuring = False
         elapsed = time.perf_counter() - step.t0
         runner.stop()
