@@ -152,36 +152,39 @@ def compare(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the diagnosis rows as JSON."),
 ) -> None:
-    """Per dataset x framework: change, z-score vs the baseline's spread, regression, main factor."""
-    import pandas as pd
-
+    """Per dataset x framework: change, z-score vs the baseline's spread, regression, main factor,
+    and where in the job (DTW-aligned resource series)."""
     from tasks.paths import inside_project
     from tasks.report.build import default_folder
-    from tasks.report.compare import Thresholds, diagnostic_rows, markdown, resolve_execution
-    from tasks.report.compare import compare as diagnose
-    from tasks.tracking import read
+    from tasks.report.compare import (
+        Thresholds,
+        compare_executions,
+        diagnostic_rows,
+        resolve_execution,
+        write_folder,
+    )
 
     out = inside_project(out, "--out") if out is not None else None
     base_id, cand_id = resolve_execution(base), resolve_execution(cand)
-    pool = [read.job_runs(execution_id=resolve_execution(ref)) for ref in also]
-    base_runs, cand_runs = read.job_runs(execution_id=base_id), read.job_runs(execution_id=cand_id)
-    result = diagnose(
-        base_runs,
-        cand_runs,
-        pool=pd.concat(pool, ignore_index=True) if pool else None,
+    result = compare_executions(
+        base_id,
+        cand_id,
+        also=[resolve_execution(ref) for ref in also],
         thresholds=Thresholds(result_threshold, cost_threshold, z_threshold),
     )
-    folder = out or default_folder(f"compare-{base_id[:8]}-vs-{cand_id[:8]}")
-    folder.mkdir(parents=True, exist_ok=True)
-    result.table.to_csv(folder / "compare.csv", index=False)
-    (folder / "compare.md").write_text(markdown(result, base_id, cand_id), encoding="utf-8")
+    folder = write_folder(
+        result, out or default_folder(f"compare-{base_id[:8]}-vs-{cand_id[:8]}"), base_id, cand_id
+    )
     from tasks.report.explanations import compare_importance
+    from tasks.tracking import read
 
-    shifts = compare_importance(base_runs, cand_runs, folder)  # appends to compare.md when explained
+    # Appends to compare.md when the runs were explained.
+    base_runs, cand_runs = read.job_runs(execution_id=base_id), read.job_runs(execution_id=cand_id)
+    shifts = compare_importance(base_runs, cand_runs, folder)
     rows = diagnostic_rows(result, every_metric=every_metric)
     if as_json:
         _print_compare_json(rows, result, base_id, cand_id, folder)
-        if result.regressions and fail_on_regression:
+        if len(result.regressions) and fail_on_regression:
             sys.exit(1)
         return
     console = _console()
@@ -190,13 +193,13 @@ def compare(
     else:
         _print_frame(console, rows, f"Diagnosis: {cand_id} (current) vs {base_id} (baseline)")
     if result.unmatched:
-        console.print("Not compared (run on one side only): " + ", ".join(result.unmatched))
+        console.print("Not compared: " + "; ".join(result.unmatched))
     if shifts is not None and shifts["shift"].any():
         _print_frame(console, shifts[shifts["shift"]], "Importance shifts (top-k features changed)")
     count = len(result.regressions)
     console.print(
         f"{'[bold red]' if count else '[green]'}{count} regression(s)[/]; "
-        f"full table in {folder / 'compare.csv'}"
+        f"full table in {folder / 'compare.csv'}, with plots in {folder / 'compare.md'}"
     )
     if count and fail_on_regression:
         sys.exit(1)

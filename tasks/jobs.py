@@ -33,7 +33,14 @@ from tasks.frameworks.registry import get_adapter
 from tasks.launch import python_environment, start_worker
 from tasks.metrics import score
 from tasks.plan import Job
-from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
+from tasks.results import (
+    CURVE_INFO_KEY,
+    MODEL_DIR,
+    PREDICTIONS_FILE,
+    RESULT_FILE,
+    TRAINING_CURVE_FILE,
+    JobResult,
+)
 from tasks.specs import DatasetSpec
 from tasks.worker import DATA_LOAD_FILE, JOB_FILE, STAGE_FILE, WORK_DIR, error_tail, now_utc
 
@@ -59,6 +66,7 @@ class Watched:
     exited_unix: float  # when the watchdog saw the exit
     verdict: tuple[str, str] | None = None  # (status, reason) when the watchdog killed it
     gpu_costs: dict[str, float] = field(default_factory=dict)
+    gpu_samples: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def grace_s(job: Job, adapter: FrameworkAdapter) -> float:
@@ -73,7 +81,8 @@ def _finish(result: JobResult, job_dir: Path, status: str, error: str = "") -> J
 
 def _clear_previous_outputs(job_dir: Path) -> None:
     """A re-run starts clean: no stale result, predictions or model from an earlier try."""
-    for name in (RESULT_FILE, PREDICTIONS_FILE, STAGE_FILE, LOG_FILE, DATA_LOAD_FILE):
+    for name in (RESULT_FILE, PREDICTIONS_FILE, STAGE_FILE, LOG_FILE, DATA_LOAD_FILE, resources.SERIES_FILE,
+                 TRAINING_CURVE_FILE):
         (job_dir / name).unlink(missing_ok=True)
     for name in (MODEL_DIR, WORK_DIR):
         if (job_dir / name).is_dir():
@@ -271,7 +280,8 @@ def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit
         if gpu_sampler:
             gpu_sampler.__exit__(None, None, None)
     gpu_costs = gpu_sampler.summary() if gpu_sampler else {}
-    return Watched(child.wait(), sampler, launcher, exited_unix, verdict, gpu_costs)
+    gpu_samples = gpu_sampler.series.samples if gpu_sampler else []
+    return Watched(child.wait(), sampler, launcher, exited_unix, verdict, gpu_costs, gpu_samples)
 
 
 def _complete(
@@ -305,7 +315,22 @@ def _complete(
     result.costs = _costs(result, job_dir, watched, time.monotonic() - entered)
     stages = result.info.pop("stage_started_unix", {})
     result.info["timeline_s"] = _timeline(stages, launched_unix, watched.exited_unix)
+    _write_series(job_dir, result, watched, stages, launched_unix)
     return _finish(result, job_dir, status, error)
+
+
+def _write_series(job_dir: Path, result: JobResult, watched: Watched, stages: dict[str, float],
+                  launched_unix: float) -> None:
+    """The watchdog's samples as resources.csv, and a framework's training curve (when it records
+    one) as training_curve.csv: the series `compare` aligns between two executions."""
+    stages = {**stages, "worker exited": watched.exited_unix}
+    samples = resources.series_frame(watched.sampler.series.samples, watched.gpu_samples, stages,
+                                     launched_unix)
+    if not samples.empty:
+        samples.to_csv(job_dir / resources.SERIES_FILE, index=False)
+    curve = result.info.pop(CURVE_INFO_KEY, None)
+    if curve:
+        pd.DataFrame(curve).to_csv(job_dir / TRAINING_CURVE_FILE, index=False)
 
 
 def _costs(result: JobResult, job_dir: Path, watched: Watched, duration_s: float) -> dict[str, float]:

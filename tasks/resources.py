@@ -8,6 +8,7 @@ NVIDIA GPU or driver says so instead of reporting zeros.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import platform
@@ -17,11 +18,38 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 NO_GPU = "no NVIDIA GPU/driver found"
+# A job's resource samples as a small time series (resources.csv in its job folder).
+SERIES_FILE = "resources.csv"
+SERIES_TIME = "elapsed_s"  # seconds since the worker's launch, as in the job's timeline
+SERIES_STAGE = "stage"  # the job's stage at the sample (tasks.worker's stages)
+SERIES_COLUMNS = ("rss_mb", "cpu_pct", "gpu_util_pct", "gpu_mem_mb")
+MAX_SERIES_SAMPLES = 2000  # a long job keeps every other sample once it has this many
+
+
+class SampleSeries:
+    """Samples kept evenly spaced and few: past MAX_SERIES_SAMPLES every other one is dropped and
+    from then on only every other one is kept, so a long job's series stays small."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float, float]] = []
+        self._stride = 1
+        self._seen = 0
+
+    def add(self, sample: tuple[float, float, float]) -> None:
+        if self._seen % self._stride == 0:
+            self.samples.append(sample)
+            if len(self.samples) > MAX_SERIES_SAMPLES:
+                del self.samples[1::2]
+                self._stride *= 2
+        self._seen += 1
 
 
 # ------------------------------------------------------------------------------ process tree
@@ -43,6 +71,7 @@ class ProcessTreeSampler:
         self.pid = pid
         self.peak_rss_mb = 0.0
         self._cpu_by_process: dict[tuple[int, float], float] = {}  # (pid, create_time) -> cpu s
+        self.series = SampleSeries()  # (unix time, RSS MB, CPU s so far)
 
     def sample(self) -> float:
         """Sum of the tree's RSS now, in MB; also updates the peak and the CPU seconds."""
@@ -60,6 +89,7 @@ class ProcessTreeSampler:
             self._cpu_by_process[identity] = max(cpu, self._cpu_by_process.get(identity, 0.0))
         rss_mb = rss_bytes / 2**20
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
+        self.series.add((time.time(), rss_mb, self.cpu_s))
         return rss_mb
 
     @property
@@ -201,6 +231,7 @@ class GpuSampler:
         self.interval_s = interval_s
         self._util: list[float] = []
         self._peak_mem_mb = 0.0
+        self.series = SampleSeries()  # (unix time, mean util %, used MB)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
 
@@ -225,6 +256,7 @@ class GpuSampler:
                 # The job's utilisation is the mean over its devices at this instant.
                 self._util.append(sum(utils) / len(utils))
                 self._peak_mem_mb = max(self._peak_mem_mb, used_mb)
+                self.series.add((time.time(), self._util[-1], used_mb))
                 self._stop.wait(self.interval_s)
         finally:
             nvml.nvmlShutdown()
@@ -238,6 +270,41 @@ class GpuSampler:
             "gpu_util_peak_pct": max(self._util),
             "gpu_mem_peak_mb": self._peak_mem_mb,
         }
+
+
+# ------------------------------------------------------------------------------ the series
+
+
+def series_frame(
+    tree: list[tuple[float, float, float]],
+    gpu: list[tuple[float, float, float]],
+    stage_started_unix: dict[str, float],
+    launched_unix: float,
+) -> pd.DataFrame:
+    """The job's samples as SERIES_TIME, SERIES_STAGE and SERIES_COLUMNS (GPU ones where sampled).
+
+    CPU is a percentage of one core over the interval since the previous sample (200 = two cores
+    busy); each GPU sample joins the nearest tree sample in time.
+    """
+    import pandas as pd
+
+    columns = [SERIES_TIME, SERIES_STAGE, "rss_mb", "cpu_pct"]
+    if not tree:
+        return pd.DataFrame(columns=columns)
+    frame = pd.DataFrame(tree, columns=["unix", "rss_mb", "cpu_s"])
+    interval = frame["unix"].diff()
+    frame["cpu_pct"] = (100 * frame["cpu_s"].diff() / interval).where(interval > 0).clip(lower=0)
+    frame["cpu_pct"] = frame["cpu_pct"].bfill().fillna(0.0)
+    order = sorted(stage_started_unix.items(), key=lambda item: item[1])
+    starts = [at for _, at in order]
+    names = ["launching"] + [name for name, _ in order]
+    frame[SERIES_STAGE] = [names[bisect.bisect_right(starts, at)] for at in frame["unix"]]
+    if gpu:
+        gpu_frame = pd.DataFrame(gpu, columns=["unix", "gpu_util_pct", "gpu_mem_mb"])
+        frame = pd.merge_asof(frame, gpu_frame, on="unix", direction="nearest")
+        columns += ["gpu_util_pct", "gpu_mem_mb"]
+    frame[SERIES_TIME] = frame["unix"] - launched_unix
+    return frame[columns].round(3)
 
 
 # ------------------------------------------------------------------------------ host

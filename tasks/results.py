@@ -15,6 +15,10 @@ from typing import Any
 RESULT_FILE = "result.json"
 PREDICTIONS_FILE = "predictions.csv"
 MODEL_DIR = "model"
+# A framework that records a training curve returns it in its model's info() under this key, as
+# rows {"step", "elapsed_s", <score>}; the harness saves it as TRAINING_CURVE_FILE.
+CURVE_INFO_KEY = "training_curve"
+TRAINING_CURVE_FILE = "training_curve.csv"
 
 
 @dataclass

@@ -39,6 +39,18 @@ COST_METRICS: dict[str, str] = {
     "memory_mb)",
 }
 
+# Step metrics of a job run: its time series, whole in the run's artifacts resources.csv and
+# training_curve.csv. The watchdog's samples have step = milliseconds since the worker's launch
+# (at most SERIES_STEPS points); a training curve has the framework's training step.
+SERIES_METRICS: dict[str, str] = {
+    "series_rss_mb": "RSS of the job's process tree at each watchdog sample, MB",
+    "series_cpu_pct": "CPU of the job's process tree at each watchdog sample, % of one core",
+    "series_gpu_util_pct": "GPU utilisation of the job's devices at each sample (GPU hosts only)",
+    "series_gpu_mem_mb": "GPU memory used on the job's devices at each sample (GPU hosts only)",
+    "validation_loss": "validation loss at each evaluation during training (frameworks that record it)",
+}
+SERIES_STEPS = 100
+
 # Alignment figures of a multimodal dataset (tasks/align.py AlignmentReport.metrics), MLflow metrics
 # on each job run of that dataset or of one of its modality combinations. STREAM is a stream of the
 # card (e.g. align_gyro_offset_ms).

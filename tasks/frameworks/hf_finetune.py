@@ -24,6 +24,7 @@ import pandas as pd
 
 from tasks.errors import UserError
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
 
 WEIGHTS_DIR = "transformer"  # save_pretrained of the model and its tokenizer
@@ -368,12 +369,16 @@ def _train(
     stopped_by: str | None = None
     # When the budget, not the epochs, ends training, evaluate on the clock as well as per steps.
     eval_interval_s = max(0.0, deadline - time.monotonic()) / max(1, int(settings["evaluations_per_epoch"]))
-    last_eval_at = time.monotonic()
+    last_eval_at = training_started = time.monotonic()
+    curve: list[dict[str, float]] = []  # the validation loss at each evaluation (the job's curve)
 
     def evaluate() -> None:
         nonlocal best_loss, best_state, best_step, evaluations, last_evaluated, eval_seconds, last_eval_at
         tick = time.monotonic()
         current = validation_loss()
+        if current == current:  # NaN without a validation split: no curve
+            curve.append({"step": step, "elapsed_s": round(tick - training_started, 3),
+                          "validation_loss": round(current, 6)})
         evaluations, last_evaluated = evaluations + 1, step
         eval_seconds += time.monotonic() - tick
         last_eval_at = time.monotonic()
@@ -443,6 +448,7 @@ def _train(
         "evaluations": evaluations,
         "stopped_by": stopped_by,
         "amp": str(amp_dtype).replace("torch.", "") if use_amp else False,
+        CURVE_INFO_KEY: curve,
     }
 
 

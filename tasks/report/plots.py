@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -282,4 +283,29 @@ def stability(table: pd.DataFrame, threshold: float, path: Path) -> Path:
     axes.set_title("Stability over folds and seeds (lower is steadier)")
     axes.legend(fontsize=8, loc="upper left")
     axes.grid(axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+def aligned_series(alignment: Any, path: Path, *, title: str, base_label: str, cand_label: str) -> Path:
+    """Two runs' series after DTW alignment (tasks.report.series.Alignment), the baseline's stages
+    shaded: where the two lines part is where the jobs differ."""
+    base_index = [i for i, _ in alignment.path]
+    cand_index = [j for _, j in alignment.path]
+    figure, axes = plt.subplots(figsize=(6.4, 2.4))
+    axes.plot(alignment.base[base_index], color="tab:blue", linewidth=1.2, label=base_label)
+    axes.plot(alignment.cand[cand_index], color="tab:red", linewidth=1.2, label=cand_label)
+    stages = [alignment.base_stages[i] for i in base_index]
+    start = 0
+    for position in range(1, len(stages) + 1):
+        if position == len(stages) or stages[position] != stages[start]:
+            if (len(set(stages[:start])) % 2) == 0:
+                axes.axvspan(start, position, color="0.92", linewidth=0)
+            axes.text((start + position) / 2, 1.0, stages[start], transform=axes.get_xaxis_transform(),
+                      ha="center", va="bottom", fontsize=6, rotation=0)
+            start = position
+    axes.set_xlabel("aligned samples (DTW path)", fontsize=8)
+    axes.set_ylabel(alignment.label, fontsize=8)
+    axes.tick_params(labelsize=7)
+    axes.set_title(title, fontsize=9, pad=12)
+    axes.legend(fontsize=7, loc="best")
     return _save(figure, path)

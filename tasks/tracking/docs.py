@@ -16,6 +16,7 @@ from tasks.vocabulary import (
     LOWER_IS_BETTER,
     RESULT,
     SCORE_METRICS,
+    SERIES_METRICS,
     evaluation_metrics,
     evaluation_tags,
 )
@@ -44,6 +45,7 @@ def vocabulary_markdown() -> str:
     rows += [("metric", name, text) for name, text in EVALUATION_COMMON_METRICS.items()]
     for evaluation, metrics in sorted(evaluation_metrics().items()):
         rows += [("metric", name, f"{text} (`{evaluation}` evaluation)") for name, text in metrics.items()]
+    rows += [("step metric", name, text) for name, text in SERIES_METRICS.items()]
     rows += [("param", name, text) for name, text in JOB_PARAMS.items()]
     rows += [("job tag", name, text) for name, text in JOB_TAGS.items()]
     rows += [("job tag", name, text) for name, text in EVALUATION_TAGS.items()]

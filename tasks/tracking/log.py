@@ -31,7 +31,8 @@ from tasks.align import report_path as alignment_report_path
 from tasks.errors import UserError
 from tasks.multimodal.combinations import split_name
 from tasks.plan import Job
-from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
+from tasks.resources import SERIES_FILE, SERIES_TIME
+from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, TRAINING_CURVE_FILE, JobResult
 from tasks.specs import load_dataset_spec
 from tasks.tracking import store
 from tasks.vocabulary import (
@@ -40,6 +41,8 @@ from tasks.vocabulary import (
     RESULT,
     RETRYABLE_STATUSES,
     SCORE_METRICS,
+    SERIES_METRICS,
+    SERIES_STEPS,
     evaluation_wall_metric,
 )
 
@@ -524,6 +527,38 @@ def _log_batches(run_id: str, metrics: dict[str, float], params: dict[str, str],
                          params=param_items[window], tags=tag_items[window])
 
 
+def _series_steps(job_dir: Path) -> list[Metric]:
+    """The job's time series as step metrics (a few points each, for MLflow's charts)."""
+    import pandas as pd
+
+    now, steps = int(time.time() * 1000), []
+    for name, step_of in ((SERIES_FILE, lambda row: int(1000 * row[SERIES_TIME])),
+                          (TRAINING_CURVE_FILE, lambda row: int(row["step"]))):
+        path = job_dir / name
+        if not path.is_file():
+            continue
+        frame = pd.read_csv(path)
+        frame = frame.iloc[:: max(1, math.ceil(len(frame) / SERIES_STEPS))]
+        for column in frame.columns:
+            metric = column if column in SERIES_METRICS else f"series_{column}"
+            if metric not in SERIES_METRICS:
+                continue
+            steps += [Metric(metric, float(row[column]), now, step_of(row))
+                      for row in frame.to_dict("records") if math.isfinite(row[column])]
+    return steps
+
+
+def _log_series(run_id: str, job_dir: Path) -> None:
+    """resources.csv and training_curve.csv as artifacts (what `compare` aligns), and as step metrics."""
+    client = store.client()
+    for name in (SERIES_FILE, TRAINING_CURVE_FILE):
+        if (job_dir / name).is_file():
+            client.log_artifact(run_id, str(job_dir / name))
+    steps = _series_steps(job_dir)
+    for start in range(0, len(steps), 1000):  # MLflow's limit of metrics per log_batch call
+        client.log_batch(run_id, metrics=steps[start : start + 1000])
+
+
 def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             problem_type: str, metric: str) -> LoggedJob:
     """Record one job as a child run of its execution, once.
@@ -556,6 +591,7 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             if predictions.is_file():
                 client.log_artifact(run_id, str(predictions))
             _log_evaluation_files(run_id, job_dir, result)
+            _log_series(run_id, job_dir)
         except BaseException:
             # Half a record must not count as a record: drop it so the job can be logged again.
             client.delete_run(run_id)

@@ -184,6 +184,34 @@ def execution(execution_id: str, *, uri: str | None = None) -> dict[str, Any]:
     return row
 
 
+def job_series(run_ids: list[str], *, uri: str | None = None) -> dict[str, dict[str, pd.DataFrame]]:
+    """run id -> {artifact name: frame} for the time series each job run holds (resources.csv,
+    training_curve.csv); runs recorded before they were saved hold none."""
+    import tempfile
+
+    from tasks.resources import SERIES_FILE
+    from tasks.results import TRAINING_CURVE_FILE
+
+    mlflow_client = client(uri)
+    series: dict[str, dict[str, pd.DataFrame]] = {}
+    with tempfile.TemporaryDirectory(prefix="automl-eval-series-") as scratch:
+        for run_id in run_ids:
+            names = {item.path for item in mlflow_client.list_artifacts(run_id)}
+            for name in (SERIES_FILE, TRAINING_CURVE_FILE):
+                if name not in names:
+                    continue
+                local = mlflow_client.download_artifacts(run_id, name, dst_path=f"{scratch}/{run_id}")
+                try:
+                    frame = pd.read_csv(local)
+                except (OSError, ValueError, pd.errors.ParserError) as exc:
+                    raise UserError(
+                        f"run {run_id}: its artifact {name} is not a readable CSV ({exc}); "
+                        "delete the artifact or re-run the job."
+                    ) from None
+                series.setdefault(run_id, {})[name] = frame
+    return series
+
+
 def log_folder(run_id: str, folder: Path, *, artifact_path: str = "report", uri: str | None = None) -> None:
     """Attach a folder (the report) to a run as artifacts."""
     client(uri).log_artifacts(run_id, str(folder), artifact_path=artifact_path)
