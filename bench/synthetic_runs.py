@@ -191,9 +191,20 @@ _METRIC_NAMES = {RESULT, *COST_METRICS, *(m for ms in SCORE_METRICS.values() for
 
 
 def _split_row(row: Mapping[str, object]) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
-    tags = {k: str(row[k]) for k in JOB_TAGS if k in row and row[k] is not None}
+    # The vocabulary's tags, and any other text column (a tag some runs have and others lack).
+    tags = {
+        k: str(v)
+        for k, v in row.items()
+        if (k in JOB_TAGS or (isinstance(v, str) and k not in _METRIC_NAMES and not k.startswith("params.")))
+        and v is not None
+        and not (isinstance(v, float) and pd.isna(v))
+    }
     metrics = {k: float(v) for k, v in row.items() if k in _METRIC_NAMES and v is not None and not pd.isna(v)}
-    params = {k[len("params.") :]: str(v) for k, v in row.items() if str(k).startswith("params.")}
+    params = {
+        k[len("params.") :]: str(v)
+        for k, v in row.items()
+        if str(k).startswith("params.") and v is not None and not (isinstance(v, float) and pd.isna(v))
+    }
     return tags, metrics, params
 
 

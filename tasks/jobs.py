@@ -246,12 +246,7 @@ def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit
         gpu_sampler.__enter__()
     try:
         while True:
-            try:
-                # Wait for the exit itself (never judge by poll() when output closes).
-                child.wait(timeout=SAMPLE_INTERVAL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
+            # Sample first: a job shorter than one interval still leaves a sample in its series.
             rss_mb = sampler.sample()
             elapsed = time.monotonic() - started
             harness_mb = harness_mb or _data_load_mb(job_dir)
@@ -266,6 +261,12 @@ def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit
                 resources.kill_tree(child.pid)
                 child.wait()
                 break
+            try:
+                # Wait for the exit itself (never judge by poll() when output closes).
+                child.wait(timeout=SAMPLE_INTERVAL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
     finally:
         exited_unix = time.time()
         if child.poll() is None:  # the parent itself is being interrupted

@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 from jobs_support import misbehaving_adapter
@@ -22,7 +23,7 @@ from tasks.frameworks.registry import EXTRA_ADAPTERS_ENV
 from tasks.jobs import run_job
 from tasks.launch import LAUNCHER_ENV
 from tasks.plan import Job
-from tasks.resources import NO_GPU, gpu_inventory
+from tasks.resources import NO_GPU, SERIES_FILE, SERIES_STAGE, SERIES_TIME, gpu_inventory
 from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, JobResult
 from tasks.specs import Budget, DatasetSpec
 from tasks.vocabulary import COST_METRICS, RESULT, SCORE_METRICS
@@ -86,6 +87,12 @@ def test_a_suite_of_misbehaving_jobs_gets_each_status_and_goes_on(
               "saving", "measuring latency", "done", "worker exited", "scored"]
     assert [timeline[stage] for stage in stages] == sorted(timeline[stage] for stage in stages)
     assert 0 <= timeline["scored"] <= ok.costs["duration_s"]
+    # The watchdog's samples, saved as a small time series with the stage each fell in.
+    samples = pd.read_csv(ok_dir / SERIES_FILE)
+    assert list(samples.columns) == [SERIES_TIME, SERIES_STAGE, "rss_mb", "cpu_pct"]  # no GPU here
+    assert len(samples) >= 1 and samples[SERIES_TIME].is_monotonic_increasing
+    assert set(samples[SERIES_STAGE]) <= {"launching", *stages}
+    assert samples["rss_mb"].max() <= ok.costs["peak_rss_mb"] + 1e-6
     assert ok.costs["latency_p99_ms"] >= ok.costs["latency_p50_ms"] > 0
     assert not any(name.startswith("gpu_") for name in ok.costs)  # no GPU here: no fake zeros
     for failed in (timeout, memory, abort, raised):

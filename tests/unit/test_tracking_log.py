@@ -221,3 +221,34 @@ def test_multimodal_job_runs_carry_alignment_figures_and_the_parent_its_report(
     assert tracking.log_alignment_reports(execution, datasets) == ["datasets/basic_motions.alignment.json"]
     artifacts = {item.path for item in store.client().list_artifacts(execution.execution_id, "datasets")}
     assert artifacts == {"datasets/basic_motions.alignment.json"}
+
+
+def test_a_jobs_series_are_logged_as_artifacts_and_step_metrics_and_read_back(home: Path) -> None:
+    from tasks.resources import SERIES_FILE
+    from tasks.results import TRAINING_CURVE_FILE
+    from tasks.tracking import read
+
+    execution = tracking.start_execution("unit")
+    job = make_job()
+    job_dir = home / "runs" / job.key
+    finished_job_folder(job_dir, execution, job)
+    elapsed = np.arange(300) * 0.25
+    samples = pd.DataFrame({"elapsed_s": elapsed, "stage": ["fitting"] * 300, "rss_mb": 100 + elapsed,
+                            "cpu_pct": 95.0})
+    samples.to_csv(job_dir / SERIES_FILE, index=False)
+    curve = pd.DataFrame({"step": [10, 20, 30], "elapsed_s": [1.0, 2.0, 3.0],
+                          "validation_loss": [0.9, 0.7, 0.6]})
+    curve.to_csv(job_dir / TRAINING_CURVE_FILE, index=False)
+    logged = tracking.log_job_dir(job_dir)
+
+    client = store.client()
+    artifacts = {item.path for item in client.list_artifacts(logged.run_id)}
+    assert {SERIES_FILE, TRAINING_CURVE_FILE} <= artifacts
+    rss = client.get_metric_history(logged.run_id, "series_rss_mb")
+    assert 50 <= len(rss) <= 100  # a few points for MLflow's chart; the whole series is the artifact
+    assert [m.step for m in rss] == sorted(m.step for m in rss) and rss[-1].step <= 1000 * elapsed[-1]
+    assert [m.value for m in client.get_metric_history(logged.run_id, "validation_loss")] == [0.9, 0.7, 0.6]
+    [(run_id, series)] = read.job_series([logged.run_id]).items()
+    assert run_id == logged.run_id
+    pd.testing.assert_frame_equal(series[SERIES_FILE], samples)
+    assert series[TRAINING_CURVE_FILE]["validation_loss"].tolist() == [0.9, 0.7, 0.6]
