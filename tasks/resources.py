@@ -75,7 +75,7 @@ class ProcessTreeSampler:
 
     def sample(self) -> float:
         """Sum of the tree's RSS now, in MB; also updates the peak and the CPU seconds."""
-        rss_bytes = 0
+        rss_bytes, seen = 0, False
         for process in tree_processes(self.pid):
             try:
                 with process.oneshot():
@@ -87,9 +87,11 @@ class ProcessTreeSampler:
             # children_* holds CPU of descendants already exited and reaped by this process.
             cpu = times.user + times.system + times.children_user + times.children_system
             self._cpu_by_process[identity] = max(cpu, self._cpu_by_process.get(identity, 0.0))
+            seen = True
         rss_mb = rss_bytes / 2**20
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
-        self.series.add((time.time(), rss_mb, self.cpu_s))
+        if seen:  # a tree already gone is not a job using no memory
+            self.series.add((time.time(), rss_mb, self.cpu_s))
         return rss_mb
 
     @property

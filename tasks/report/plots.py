@@ -291,21 +291,21 @@ def aligned_series(alignment: Any, path: Path, *, title: str, base_label: str, c
     shaded: where the two lines part is where the jobs differ."""
     base_index = [i for i, _ in alignment.path]
     cand_index = [j for _, j in alignment.path]
-    figure, axes = plt.subplots(figsize=(6.4, 2.4))
+    figure, axes = plt.subplots(figsize=(6.4, 2.8))
     axes.plot(alignment.base[base_index], color="tab:blue", linewidth=1.2, label=base_label)
     axes.plot(alignment.cand[cand_index], color="tab:red", linewidth=1.2, label=cand_label)
     stages = [alignment.base_stages[i] for i in base_index]
-    start = 0
+    start, segment = 0, 0
     for position in range(1, len(stages) + 1):
         if position == len(stages) or stages[position] != stages[start]:
-            if (len(set(stages[:start])) % 2) == 0:
-                axes.axvspan(start, position, color="0.92", linewidth=0)
-            axes.text((start + position) / 2, 1.0, stages[start], transform=axes.get_xaxis_transform(),
-                      ha="center", va="bottom", fontsize=6, rotation=0)
-            start = position
+            if segment % 2 == 0:
+                axes.axvspan(start - 0.5, position - 0.5, color="0.93", linewidth=0)
+            axes.text((start + position - 1) / 2, 1.01, stages[start], transform=axes.get_xaxis_transform(),
+                      ha="left", va="bottom", fontsize=6, rotation=30)
+            start, segment = position, segment + 1
     axes.set_xlabel("aligned samples (DTW path)", fontsize=8)
-    axes.set_ylabel(alignment.label, fontsize=8)
+    axes.set_ylabel(alignment.label + (" MB" if alignment.column.endswith("_mb") else ""), fontsize=8)
     axes.tick_params(labelsize=7)
-    axes.set_title(title, fontsize=9, pad=12)
+    axes.set_title(title, fontsize=9, pad=28)
     axes.legend(fontsize=7, loc="best")
     return _save(figure, path)

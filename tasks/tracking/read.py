@@ -9,7 +9,9 @@ Columns are named by tasks.vocabulary: job tags and metrics under their own name
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -184,6 +186,21 @@ def execution(execution_id: str, *, uri: str | None = None) -> dict[str, Any]:
     return row
 
 
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """MLflow draws a progress bar per download on stderr: dozens of lines for one comparison."""
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    before = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def job_series(run_ids: list[str], *, uri: str | None = None) -> dict[str, dict[str, pd.DataFrame]]:
     """run id -> {artifact name: frame} for the time series each job run holds (resources.csv,
     training_curve.csv); runs recorded before they were saved hold none."""
@@ -200,7 +217,8 @@ def job_series(run_ids: list[str], *, uri: str | None = None) -> dict[str, dict[
             for name in (SERIES_FILE, TRAINING_CURVE_FILE):
                 if name not in names:
                     continue
-                local = mlflow_client.download_artifacts(run_id, name, dst_path=f"{scratch}/{run_id}")
+                with _no_progress_bars():
+                    local = mlflow_client.download_artifacts(run_id, name, dst_path=f"{scratch}/{run_id}")
                 try:
                     frame = pd.read_csv(local)
                 except (OSError, ValueError, pd.errors.ParserError) as exc:

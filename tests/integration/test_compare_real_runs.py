@@ -1,0 +1,80 @@
+"""The nightly comparison on two real executions that differ only in one framework's params.
+
+`automl-eval run` twice on a tiny suite (hgb and rf on breast_cancer, 1 fold x 2 seeds); the
+second time hgb gets `max_iter: 1, max_depth: 1`. The nightly hook must report hgb's regression,
+name the params (unset on the baseline) as its main factor, say where in the job the series part,
+and leave rf alone. Then `automl-eval compare` writes compare.md with the aligned series plotted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = "compare_real"
+BASELINE_YAML = "datasets: [breast_cancer]\nframeworks: [hgb, rf]\nfolds: 1\nseeds: [0, 1]\nbudget: test\n"
+CANDIDATE_YAML = (
+    "datasets: [breast_cancer]\n"
+    "frameworks: [{name: hgb, params: {max_iter: 1, max_depth: 1}}, rf]\n"
+    "folds: 1\nseeds: [0, 1]\nbudget: test\n"
+)
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    uri = f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
+    env = {**os.environ, "AUTOML_EVAL_HOME": str(home), "MLFLOW_TRACKING_URI": uri}
+    return subprocess.run(
+        [sys.executable, "-c", "from flows.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=600,
+    )
+
+
+def test_params_changed_on_one_framework_are_the_main_factor_of_its_regression(
+    data_home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001 - conftest fixture
+) -> None:
+    home = data_home("breast_cancer")
+    shutil.copy(ROOT / "specs" / "budgets.yaml", home / "specs" / "budgets.yaml")
+    (home / "specs" / "suites").mkdir(exist_ok=True)
+    suite_file = home / "specs" / "suites" / f"{SUITE}.yaml"
+    for text in (BASELINE_YAML, CANDIDATE_YAML):
+        suite_file.write_text(text)
+        done = _cli(home, "run", SUITE, "--new")
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    uri = f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    from tasks.report.compare import compare_with_previous_nightly, resolve_execution
+
+    tonight = resolve_execution(f"{SUITE}@latest", uri=uri)
+    nightly = compare_with_previous_nightly(tonight, uri=uri)
+    assert nightly.comparison is not None and nightly.regressed
+    table = nightly.comparison.table
+    hgb = table[(table["framework"] == "hgb") & (table["metric"] == "result")].iloc[0]
+    assert hgb["regression"] and hgb["main factor"] == "params"
+    assert hgb["differing factors"] == "params: max_depth unset -> 1, max_iter unset -> 1"
+    # The resource series of both sides were aligned: a single stump fits in a fraction of the time.
+    assert "DTW" in hgb["where"] and "fitting" in hgb["where"] and "shorter" in hgb["where"]
+    rf = table[table["framework"] == "rf"]
+    assert rf["differing factors"].eq("").all()
+    assert set(rf["main factor"]) <= {"no change", "none differ (noise)"}
+    # rf's costs may move on a loaded machine; its result, same seeds and data, cannot.
+    assert not rf[rf["metric"] == "result"]["regression"].any()
+
+    out = tmp_path / "compare"
+    done = _cli(home, "compare", f"{SUITE}@previous", f"{SUITE}@latest", "--out", str(out))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "params" in done.stdout and "REGRESSION" in done.stdout
+    page = (out / "compare.md").read_text()
+    assert "Where the top regressions happened" in page
+    assert any(out.glob("series_1_*.png"))
