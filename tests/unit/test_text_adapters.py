@@ -12,6 +12,7 @@ from tasks.errors import UserError
 from tasks.frameworks import hf_finetune
 from tasks.frameworks.base import TaskInfo
 from tasks.frameworks.registry import get_adapter
+from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
 
 POSITIVE = [
@@ -87,6 +88,11 @@ def test_hf_finetune_trains_saves_and_reloads_exactly(tmp_path: Path) -> None:
     assert info["device"] == "cpu" and info["amp"] is False
     assert info["validation_rows"] > 0 and info["best_step"] in (1, 2)
     assert Path(info["checkpoint"]) == hf_finetune.default_checkpoint()
+    # Its validation curve, one row per evaluation, which the harness saves as training_curve.csv.
+    curve = info[CURVE_INFO_KEY]
+    steps = [row["step"] for row in curve]
+    assert len(curve) == info["evaluations"] and steps == sorted(set(steps)) and steps[-1] == info["steps"]
+    assert all(row["validation_loss"] > 0 for row in curve)
 
     raw = pd.DataFrame({"review": ["I love this snack", "stale, never again"]})
     proba = model.predict_proba(raw)
