@@ -110,6 +110,8 @@ NOT_FACTORS = frozenset(
         "_side",
     }
 )
+# Outcomes recorded as tags (a post-job evaluation's status and reason) and MLflow's own tags.
+NOT_FACTOR_PREFIXES = ("mlflow.", "evaluation.")
 TABLE_COLUMNS = [
     "dataset",
     "framework",
@@ -233,7 +235,7 @@ def _factors(frame: pd.DataFrame) -> dict[str, list[str]]:
     factors = {f.name: f.columns_in(frame) for f in FACTORS}
     claimed = {c for cols in factors.values() for c in cols}
     for column in frame.columns:
-        if column in claimed or column in NOT_FACTORS or column.startswith("mlflow."):
+        if column in claimed or column in NOT_FACTORS or column.startswith(NOT_FACTOR_PREFIXES):
             continue
         if _is_metric(frame, column):
             continue

@@ -91,3 +91,42 @@ def test_cells_run_on_one_side_only_are_listed_not_compared() -> None:
     result = compare(base, candidate)
     assert "ds00_binary / rf (only in the baseline)" in result.unmatched
     assert "rf" not in set(result.table["framework"]) and not result.regressed
+
+
+def test_a_param_on_one_side_only_is_the_main_factor_with_its_values() -> None:
+    base = _runs((0, 1, 2))
+    candidate = _runs((3, 4, 5), shift={CELL: -FIVE_POINTS})
+    candidate.loc[candidate["framework"] == "hgb", "params.param.max_iter"] = "3"
+    candidate["evaluation.serving"] = "ok"  # an outcome, not a setting
+    for first, second, values in ((base, candidate, "unset -> 3"), (candidate, base, "3 -> unset")):
+        result = compare(first, second)
+        hgb = result.table[(result.table["framework"] == "hgb") & (result.table["dataset"] == CELL[0])]
+        assert hgb.iloc[0]["main factor"] == "params"
+        assert hgb.iloc[0]["differing factors"] == f"params: max_iter {values}"
+        assert result.table[result.table["framework"] == "rf"]["differing factors"].eq("").all()
+    assert compare(base, candidate).regressions[["dataset", "framework"]].values.tolist() == [list(CELL)]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("fold", "abc", "`fold` is 'abc'"),
+        ("status", "weird", "tag `status` is 'weird'"),
+        ("dataset", "", "no `dataset` tag"),
+        ("result", float("nan"), "no `result` metric"),
+        ("job_key", "same", "both record job_key same"),
+    ],
+)
+def test_unexpected_store_content_is_one_sentence_naming_run_and_field(
+    field: str, value: object, words: str
+) -> None:
+    from tasks.errors import UserError
+
+    candidate = _runs((3, 4, 5))
+    candidate["run_id"] = [f"run{index}" for index in range(len(candidate))]
+    candidate.loc[candidate.index[:2] if field == "job_key" else candidate.index[:1], field] = value
+    with pytest.raises(UserError) as caught:
+        compare(_runs((0, 1, 2)), candidate)
+    message = str(caught.value)
+    assert words in message and "run0" in message and "candidate" in message
+    assert "\n" not in message
