@@ -60,7 +60,7 @@ def test_report_from_mlflow_writes_the_folder_and_logs_it(
 ) -> None:  # noqa: ANN001
     from mlflow import MlflowClient
 
-    out = tmp_path / "out"
+    out = Path(store["home"]) / "reports" / "from-store"  # --out must lie inside the project
     code, stdout, stderr = _cli(
         "report",
         "mini@previous",
