@@ -6,10 +6,10 @@ machines share a suite and no process starts per job. GPU jobs are runs of the G
 only `gpu` workers serve. The dispatcher then watches the task runs and the workers' heartbeats:
 
 - a run that ends is the job's outcome (the worker recorded it in MLflow);
-- a run held by a worker whose heartbeat stopped for LOST_AFTER_S (or whose process on this host
-  is gone) is lost: the dispatcher marks the run Failed, records the job `failed` with the reason,
-  and `--retry-failed` re-runs exactly those jobs. The worker, should it come back, sees its run is
-  final and does not record the job a second time.
+- a run held by a worker whose heartbeat stopped for MISSED_BEATS of its intervals (or whose
+  process on this host is gone) is lost: the dispatcher marks the run Failed, records the job
+  `failed` with the reason, and `--retry-failed` re-runs exactly those jobs. The worker, should it
+  come back, sees its run is final and does not record the job a second time.
 
 Which dispatcher runs is decided in one place, ``choose_dispatcher``, by ``team_mode()``.
 """
@@ -35,7 +35,7 @@ from flows.dispatch import (
     record_job,
     record_skipped,
 )
-from flows.team_worker import GPU_LIMIT, LOST_AFTER_S, TASKS, Heartbeat, read_heartbeats
+from flows.team_worker import DEFAULT_HEARTBEAT_S, GPU_LIMIT, MISSED_BEATS, TASKS, Heartbeat, read_heartbeats
 from tasks.errors import UserError
 from tasks.paths import job_dir_for
 from tasks.plan import Job
@@ -96,10 +96,12 @@ def _process_alive(pid: int) -> bool:
 
 
 def _dead_reason(beat: Heartbeat, now: float) -> str:
-    """Why a worker is gone, or '' while it lives. On its own host a dead process says so at once;
-    elsewhere its heartbeat going stale does."""
-    if beat.host == platform.node() and not _process_alive(beat.pid):
-        return f"worker {beat.name} on {beat.host} stopped (its process {beat.pid} is gone)"
+    """Why a worker is gone, or '' while it lives. On this host its process says so, at once and
+    without doubt (a busy machine may delay heartbeats, never fake a live process); elsewhere its
+    heartbeat going stale does."""
+    if beat.host == platform.node():
+        alive = _process_alive(beat.pid)
+        return "" if alive else f"worker {beat.name} on {beat.host} stopped (its process {beat.pid} is gone)"
     if not beat.alive(now):
         return f"worker {beat.name} on {beat.host} sent no heartbeat for {beat.age_s(now):.0f} s"
     return ""
@@ -250,16 +252,18 @@ class _Submitted:
 
     def lost_reason(self, holder: Heartbeat | None, beats: dict[str, Heartbeat], now: float) -> str:
         """Why this job will never finish, or ''. Held by a dead worker: at once. Held before and by
-        no worker now (its worker restarted without it), or running unheld: after LOST_AFTER_S."""
+        no worker now (its worker restarted without it), or running unheld: after the beats that
+        would have listed it were missed."""
         if holder is not None:
             self.holder, self.unheld_since = holder.name, None
             return _dead_reason(holder, now)
         if not (self.holder or self.started):
             return ""  # still queued: no worker took it yet
         self.unheld_since = self.unheld_since or now
-        if now - self.unheld_since <= LOST_AFTER_S:
-            return ""  # a heartbeat may not list it yet
         last = beats.get(self.holder)
+        grace = last.lost_after_s if last is not None else MISSED_BEATS * DEFAULT_HEARTBEAT_S
+        if now - self.unheld_since <= grace:
+            return ""  # a heartbeat may not list it yet
         why = _dead_reason(last, now) if last is not None else ""
         return why or f"worker {self.holder or 'unknown'} no longer holds the job (it restarted or stopped)"
 

@@ -394,25 +394,6 @@ def ensure_workers_user(settings: StackSettings, creds: dict[str, str]) -> None:
                              {"username": WORKERS_USER, "is_admin": True}, *admin)
     if status != 200:
         raise UserError(f"MLflow refused to grant the workers' account write access (HTTP {status}).")
-    _fast_check_for_workers(settings, creds[WORKERS_PASSWORD_ENV])
-
-
-def _fast_check_for_workers(settings: StackSettings, password: str) -> None:
-    """Store the workers' password with a one-round hash instead of MLflow's scrypt.
-
-    MLflow checks the password on every request, and scrypt (32 MiB each) took 0.6 s per request
-    on a busy 2-core host: a job's record is about 40 requests. Stretching protects passwords
-    people choose; this one is a generated 144-bit secret, out of reach of guessing either way."""
-    import psycopg2
-    from werkzeug.security import generate_password_hash
-
-    if os.environ.get(WORKERS_PASSWORD_ENV):
-        return  # a password someone chose: keep MLflow's stretching
-    url = f"{settings.pg_url}/{settings.db_prefix}_auth"
-    with psycopg2.connect(url, connect_timeout=5) as connection, connection.cursor() as cursor:
-        cursor.execute("UPDATE users SET password_hash = %s WHERE username = %s",
-                       (generate_password_hash(password, method="pbkdf2:sha256:1"), WORKERS_USER))
-
 
 def ensure_pools_and_limits(api_url: str, gpus: int, auth_string: str | None = None) -> None:
     """Work pools `cpu` and `gpu` (process type) and the GPU concurrency limit, idempotently.

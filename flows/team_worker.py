@@ -11,9 +11,10 @@ Kinds: a `cpu` worker serves the CPU job task; a `gpu` worker serves the GPU job
 reach only hosts with GPUs. A GPU job holds the Prefect global concurrency limit `gpu` (one slot
 per GPU of the team) and file locks on its host's devices, and gets exactly those devices.
 
-Every HEARTBEAT_S the worker writes a heartbeat (a Prefect variable named after it): host, kind,
-jobs running (their task run ids), jobs done. The suite reads them to notice a dead worker
-(`flows.team_dispatch`), and `automl-eval team status` prints them.
+Every few seconds (AUTOML_EVAL_HEARTBEAT_S, default 5) the worker writes a heartbeat (a Prefect
+variable named after it): host, kind, the jobs it holds (their task run ids), jobs done. The
+suite reads them to notice a dead worker (`flows.team_dispatch`); `automl-eval team status`
+prints them.
 """
 
 from __future__ import annotations
@@ -40,16 +41,17 @@ logger = logging.getLogger("automl_eval.team_worker")
 
 KINDS = ("cpu", "gpu")
 GPU_LIMIT = "gpu"  # the Prefect global concurrency limit: one slot per GPU of the team
-HEARTBEAT_S = 5.0
-# A worker whose heartbeat is older than this is taken as gone, with the jobs it held.
-LOST_AFTER_S = 4 * HEARTBEAT_S
+HEARTBEAT_ENV = "AUTOML_EVAL_HEARTBEAT_S"
+DEFAULT_HEARTBEAT_S = 5.0
+# A worker whose heartbeat is older than this many of its intervals is taken as gone, with its jobs.
+MISSED_BEATS = 6
 BEAT_PREFIX = "automl-eval-worker--"
 WORKER_NAME_ENV = "AUTOML_EVAL_WORKER_NAME"
 
 
 @dataclass
 class Heartbeat:
-    """What a worker says about itself, every HEARTBEAT_S."""
+    """What a worker says about itself, every interval_s."""
 
     name: str
     host: str
@@ -60,12 +62,24 @@ class Heartbeat:
     done: int = 0
     started_unix: float = 0.0
     beat_unix: float = 0.0
+    interval_s: float = DEFAULT_HEARTBEAT_S
+
+    @property
+    def lost_after_s(self) -> float:
+        return MISSED_BEATS * self.interval_s
 
     def age_s(self, now: float | None = None) -> float:
         return (now or time.time()) - self.beat_unix
 
     def alive(self, now: float | None = None) -> bool:
-        return self.age_s(now) <= LOST_AFTER_S
+        return self.age_s(now) <= self.lost_after_s
+
+
+def heartbeat_interval_s() -> float:
+    try:
+        return max(0.5, float(os.environ.get(HEARTBEAT_ENV) or DEFAULT_HEARTBEAT_S))
+    except ValueError:
+        return DEFAULT_HEARTBEAT_S
 
 
 def variable_name(worker: str) -> str:
@@ -112,7 +126,8 @@ def _run_here(job_dict: dict[str, Any], context: dict[str, Any], devices: list[i
     started = time.time()
     job = Job.from_dict(job_dict)
     result, outcome = run_and_record(job, JobContext(**context), devices, still_ours=_still_ours)
-    return {**outcome, **_identity(), "started_unix": started, "result": asdict(result)}
+    return {**outcome, **_identity(), "started_unix": started, "finished_unix": time.time(),
+            "result": asdict(result)}
 
 
 @task(name="team-job", task_run_name="{label}")
@@ -140,30 +155,52 @@ TASKS = {"cpu": run_team_job, "gpu": run_team_gpu_job}
 # ---------------------------------------------------------------- the worker process
 
 
+def _task_worker_class() -> type:
+    from prefect.task_worker import TaskWorker
+
+    class HoldingTaskWorker(TaskWorker):
+        """Prefect's task worker, also telling which task runs it took but has not started yet.
+
+        At its limit it still takes one more from the server and waits for a free slot; the
+        heartbeat must list that one too, or a worker dying then would lose it unnoticed."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.waiting: set[UUID] = set()
+
+        async def _acquire_token(self, task_run_id: UUID) -> bool:
+            self.waiting.add(task_run_id)
+            try:
+                return await super()._acquire_token(task_run_id)
+            finally:
+                self.waiting.discard(task_run_id)
+
+    return HoldingTaskWorker
+
+
 async def _beat(worker: Any, beat: Heartbeat) -> None:
     from prefect.variables import Variable
 
     while True:
-        beat.running = sorted(str(run_id) for runs in worker.in_flight_task_runs.values() for run_id in runs)
+        held = {run_id for runs in worker.in_flight_task_runs.values() for run_id in runs} | worker.waiting
+        beat.running = sorted(str(run_id) for run_id in held)
         beat.done = sum(worker.finished_task_runs.values())
         beat.beat_unix = time.time()
         try:
             await Variable.aset(variable_name(beat.name), asdict(beat), overwrite=True)
         except Exception as exc:  # the server is busy or away: the next beat tries again
             logger.warning("heartbeat not sent: %s", exc)
-        await asyncio.sleep(HEARTBEAT_S)
+        await asyncio.sleep(beat.interval_s)
 
 
 async def serve(name: str, kind: str, limit: int) -> None:
-    from prefect.task_worker import TaskWorker
-
     from tasks.launch import FORK_SERVER, chosen_launcher
 
     if chosen_launcher() == "warm":
         FORK_SERVER.warm_up()  # one warm fork server for every job of this worker
-    worker = TaskWorker(TASKS[kind], limit=limit)
+    worker = _task_worker_class()(TASKS[kind], limit=limit)
     beat = Heartbeat(name=name, host=platform.node(), kind=kind, pid=os.getpid(), limit=limit,
-                     started_unix=time.time())
+                     started_unix=time.time(), interval_s=heartbeat_interval_s())
     beating = asyncio.create_task(_beat(worker, beat))
     try:
         await worker.start()

@@ -102,4 +102,5 @@ def test_stack_secrets_come_from_the_environment_or_a_private_file(tmp_path: Pat
     assert auth.startswith(f"{team_stack.PREFECT_USER}:") and len(auth.split(":", 1)[1]) >= 20
     assert env["PREFECT_API_AUTH_STRING"] == auth
     monkeypatch.setenv("PREFECT_API_KEY", "a-cloud-key")
-    assert "PREFECT_API_KEY" not in team_stack.worker_env(settings, first, team_stack.WorkerSpec("w", "cpu", 1))
+    worker = team_stack.WorkerSpec("w", "cpu", 1)
+    assert "PREFECT_API_KEY" not in team_stack.worker_env(settings, first, worker)
