@@ -77,7 +77,12 @@ def _report(route: str, count: int, wall: float, ready_s: float,
 
 
 def main(jobs_count: int = 40, workers: int = 2) -> dict[str, float]:
-    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_URL,
+        PREFECT_LOCAL_STORAGE_PATH,
+        temporary_settings,
+    )
 
     from flows import team_stack
     from flows.team_dispatch import TeamDispatcher
@@ -98,7 +103,8 @@ def main(jobs_count: int = 40, workers: int = 2) -> dict[str, float]:
             client_env = team_stack.client_env(settings, creds)
             os.environ.update({k: v for k, v in client_env.items() if k != "AUTOML_EVAL_MODE"})
             with temporary_settings({PREFECT_API_URL: settings.prefect_api_url,
-                                     PREFECT_API_AUTH_STRING: client_env["PREFECT_API_AUTH_STRING"]}):
+                                     PREFECT_API_AUTH_STRING: client_env["PREFECT_API_AUTH_STRING"],
+                                     PREFECT_LOCAL_STORAGE_PATH: client_env["PREFECT_LOCAL_STORAGE_PATH"]}):
                 names = {f"cpu-{n + 1}" for n in range(workers)}
                 started = time.perf_counter()
                 for name in sorted(names):

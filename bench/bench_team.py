@@ -130,7 +130,13 @@ def wait_for_workers(names: set[str], timeout_s: float = 300) -> None:
 
 def main(jobs_count: int = 104, worker_counts: tuple[int, ...] = (1, 2, 4, 8),
          overhead_jobs: int = 10) -> dict[str, float]:
-    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_URL,
+        PREFECT_LOCAL_STORAGE_PATH,
+        PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW,
+        temporary_settings,
+    )
 
     from flows import team_stack
     from flows.dispatch import EmbeddedDispatcher
@@ -152,7 +158,10 @@ def main(jobs_count: int = 104, worker_counts: tuple[int, ...] = (1, 2, 4, 8),
             client_env = team_stack.client_env(settings, creds)
             os.environ.update({k: v for k, v in client_env.items() if k != "AUTOML_EVAL_MODE"})
             with temporary_settings({PREFECT_API_URL: settings.prefect_api_url,
-                                     PREFECT_API_AUTH_STRING: client_env["PREFECT_API_AUTH_STRING"]}):
+                                     PREFECT_API_AUTH_STRING: client_env["PREFECT_API_AUTH_STRING"],
+                                     PREFECT_LOCAL_STORAGE_PATH: client_env["PREFECT_LOCAL_STORAGE_PATH"],
+                                     # Embedded jobs run outside a flow here: their logs stay local.
+                                     PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW: "ignore"}):
                 started: list[str] = []
                 for workers in sorted(worker_counts):
                     while len(started) < workers:

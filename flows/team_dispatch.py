@@ -44,7 +44,7 @@ from tasks.results import RESULT_FILE, JobResult
 logger = logging.getLogger("automl_eval.team")
 
 MODE_ENV = "AUTOML_EVAL_MODE"
-POLL_S = 0.5
+POLL_S = 2.0  # how often the suite looks; workers get jobs pushed, so this delays only noticing the end
 READ_BATCH = 200  # task runs per read (the server's default page)
 
 
@@ -184,6 +184,13 @@ class TeamDispatcher:
             beats = {beat.name: beat for beat in read_heartbeats(client)}
             holders = {run_id: beat for beat in beats.values() for run_id in beat.running}
             now = time.time()
+            for run_id in set(ids) - {task_run.id for task_run in runs}:
+                # A worker deletes a task run whose parameters it cannot read: no shared storage.
+                submitted = pending.pop(run_id)
+                outcomes[submitted.job.key] = self._failed(submitted, contexts[submitted.job.key], (
+                    "a worker could not read the job's parameters and dropped it: the suite and the "
+                    "workers need one result storage (PREFECT_LOCAL_STORAGE_PATH on one host, "
+                    "PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK across hosts)"))
             for task_run in runs:
                 submitted = pending[task_run.id]
                 job, state = submitted.job, task_run.state

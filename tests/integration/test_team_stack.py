@@ -319,6 +319,7 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
     from prefect.settings import (
         PREFECT_API_AUTH_STRING,
         PREFECT_API_URL,
+        PREFECT_LOCAL_STORAGE_PATH,
         PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW,
         temporary_settings,
     )
@@ -343,6 +344,8 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
     # skipped job's record task then has no flow run to send its logs to, which is expected.
     with temporary_settings({PREFECT_API_URL: team.settings.prefect_api_url,
                              PREFECT_API_AUTH_STRING: team.env["PREFECT_API_AUTH_STRING"],
+                             # The jobs' parameters go where the workers read them.
+                             PREFECT_LOCAL_STORAGE_PATH: team.env["PREFECT_LOCAL_STORAGE_PATH"],
                              PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW: "ignore"}):
         execution = tracking.start_execution("team_gpu", team="qa")
         contexts = {job.key: JobContext(execution=execution.__dict__, problem_type="binary", metric="auc")
