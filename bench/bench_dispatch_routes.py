@@ -44,7 +44,8 @@ def dask_job(job: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
 def _run_on_dask(jobs: list[Any], contexts: dict[str, Any], workers: int) -> tuple[float, float, list[Any]]:
     from prefect_dask import DaskTaskRunner
 
-    runner = DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
+    runner = DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
+                                            "dashboard_address": None})  # no web server
 
     @flow(name="bench-dask-route", task_runner=runner)
     def route() -> tuple[float, list[dict[str, Any]]]:
