@@ -103,8 +103,8 @@ def _cpu_s(pid: int) -> float:
         total = 0.0
         for process in [root, *root.children(recursive=True)]:
             try:
-                times = process.cpu_times()
-                total += times.user + times.system
+                times = process.cpu_times()  # children_*: its children that ended (recycled server workers)
+                total += times.user + times.system + times.children_user + times.children_system
             except psutil.Error:
                 continue
         return total
