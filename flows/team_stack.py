@@ -395,6 +395,7 @@ def ensure_workers_user(settings: StackSettings, creds: dict[str, str]) -> None:
     if status != 200:
         raise UserError(f"MLflow refused to grant the workers' account write access (HTTP {status}).")
 
+
 def ensure_pools_and_limits(api_url: str, gpus: int, auth_string: str | None = None) -> None:
     """Work pools `cpu` and `gpu` (process type) and the GPU concurrency limit, idempotently.
     `auth_string`: the server's, where this process's settings do not carry it."""
