@@ -247,8 +247,7 @@ def test_manual_deployment_runs_its_jobs_on_the_long_lived_workers(team: Team) -
 
 
 def _run_suite(team: Team, *extra: str) -> subprocess.Popen[str]:
-    command = [str(BIN / "automl-eval"), "run", SUITE, "--frameworks", "constant,flaky", "--folds", "2",
-               *extra]
+    command = [str(BIN / "automl-eval"), "run", SUITE, "--frameworks", "flaky", "--folds", "2", *extra]
     return subprocess.Popen(command, cwd=team.home, env=team.env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -266,19 +265,18 @@ def test_killed_worker_jobs_are_failed_then_retried_and_recorded_once(team: Team
 
     hold = team.home / "hold"  # the flaky jobs wait in their fit while it exists
     hold.touch()
-    before = _heartbeats(team)
-    done_before = before["cpu-1"].done + before["cpu-2"].done
     suite = _run_suite(team, "--new")
     try:
-        # One job at a time each: once the two constant jobs are done, what cpu-2 holds is flaky.
+        # Two held jobs, one taken by each worker (the server hands them out in turn); kill cpu-2
+        # once it holds one, well within the job's time limit.
         deadline = time.monotonic() + 900  # the suite's data gate comes first, slow on a busy host
         while time.monotonic() < deadline and suite.poll() is None:
-            beats = _heartbeats(team)
-            if beats["cpu-2"].running and beats["cpu-1"].done + beats["cpu-2"].done >= done_before + 2:
+            if _heartbeats(team)["cpu-2"].running:
                 break
             time.sleep(0.5)
         else:
-            pytest.fail("worker cpu-2 never held a flaky job")
+            output = suite.communicate(timeout=60)[0] if suite.poll() is not None else ""
+            pytest.fail(f"worker cpu-2 never held a job: {output[-2000:]}")
         team_stack.kill_process(team.settings.state_dir, "worker-cpu-2")  # the worker and its job
         time.sleep(1)
         hold.unlink()  # what cpu-1 holds goes on
@@ -291,10 +289,10 @@ def test_killed_worker_jobs_are_failed_then_retried_and_recorded_once(team: Team
 
     execution_id = _latest_execution(team)
     first = team.job_runs(execution_id)
-    assert len(first) == 4, output
+    assert len(first) == 2, output
     failed = [key for key, status in first if status == "failed"]
-    assert 1 <= len(failed) <= 2, first  # the flaky job(s) cpu-2 held; the rest are ok
-    assert [status for _, status in first].count("ok") == 4 - len(failed)
+    assert len(failed) >= 1, first  # the job(s) cpu-2 held; what cpu-1 held is ok
+    assert [status for _, status in first].count("ok") == 2 - len(failed)
     for key in failed:
         (reason,) = team.sql(
             "SELECT t.value FROM tags t JOIN tags k ON k.run_uuid = t.run_uuid AND k.key = 'job_key' "
@@ -310,7 +308,7 @@ def test_killed_worker_jobs_are_failed_then_retried_and_recorded_once(team: Team
 
     after = team.job_runs(execution_id)
     keys = [key for key, _ in after]
-    assert len(keys) == len(set(keys)) == 4, "a job key has two live runs"
+    assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
     assert {status for _, status in after} == {"ok"}
 
 
