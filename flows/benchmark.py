@@ -23,8 +23,10 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.dispatch import JobContext, execute_jobs, job_dir_for, notify_planned, record_skipped_job
+from flows.dispatch import Dispatcher, JobContext
+from flows.team_dispatch import choose_dispatcher
 from tasks.errors import UserError
+from tasks.paths import job_dir_for
 from tasks.plan import Job, make_jobs
 from tasks.results import JobResult
 from tasks.specs import Budget, DatasetSpec, FrameworkRef, Suite, load_budget, load_dataset_spec, load_suite
@@ -292,15 +294,6 @@ def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool
         return offline
 
 
-def _warm_up_launcher() -> None:
-    """Jobs run here: start the warm fork server now, so its preload overlaps the data gates."""
-    from flows.team_dispatch import team_mode
-    from tasks.launch import FORK_SERVER, chosen_launcher
-
-    if chosen_launcher() == "warm" and not team_mode():
-        FORK_SERVER.warm_up()
-
-
 @flow(name="benchmark", flow_run_name="{suite}", log_prints=True)
 def benchmark(
     suite: str,
@@ -313,6 +306,7 @@ def benchmark(
     retry_failed: bool = False,
     parallel: int | None = None,
     trigger: str = "cli",
+    dispatcher: Any = None,
 ) -> dict[str, Any]:
     """Run a suite (narrowed by the other arguments), record every job in MLflow, publish the leaderboard
     and the report.
@@ -320,6 +314,8 @@ def benchmark(
     execution: "auto" (resume the latest unfinished execution, else start one), "new", or an
     execution id to resume. retry_failed: re-run the failed/timeout/memory jobs of the latest execution.
     trigger: what started it (cli, manual, nightly), tagged on a fresh execution.
+    dispatcher: what runs the jobs (a flows.dispatch.Dispatcher); default: as the mode says
+    (flows.team_dispatch.choose_dispatcher), `parallel` at once in embedded mode.
     """
     from tasks.tracking import breaker
     from tasks.tracking import log as tracking
@@ -333,7 +329,8 @@ def benchmark(
     from tasks.tracking import suite_lock
 
     suite_lock.hold(plan.suite.name)  # held by the CLI already; a deployment's run takes it here
-    _warm_up_launcher()
+    runner: Dispatcher = dispatcher or choose_dispatcher(parallel=parallel)
+    runner.warm_up()
     chosen = _choose_execution(suite, plan, execution, retry_failed, team or "", trigger)
     narrowed = any(v is not None for v in (frameworks, datasets, folds, budget))
     recorded_selection = {} if chosen.offline else tracking.execution_selection(chosen.execution_id)
@@ -371,15 +368,15 @@ def benchmark(
         to_run = [job for job in jobs if job.key not in recorded_jobs
                   or recorded_jobs[job.key].status not in FINISHED_STATUSES]
     runnable = [job for job in to_run if job.dataset not in gate_failures]
-    notify_planned(len(to_run))
+    runner.planned(len(to_run))
     for job in to_run:
         if job.dataset in gate_failures:
-            record_skipped_job(job, contexts[job.key], f"data gate failed: {gate_failures[job.dataset]}")
+            runner.skip(job, contexts[job.key], f"data gate failed: {gate_failures[job.dataset]}")
     print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
           f"execution {chosen.execution_id}")
     try:
         with tracking.system_metrics(chosen):
-            execute_jobs(runnable, contexts, parallel=parallel)
+            runner.run(runnable, contexts)
     except BaseException:
         if not breaker.is_open(chosen.execution_id):
             tracking.mark_unfinished(chosen)

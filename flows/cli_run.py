@@ -200,7 +200,7 @@ def run_command(
     _guard_processes()
     started = time.perf_counter()
     from flows.benchmark import benchmark, check_execution_choice, resolve_plan
-    from flows.dispatch import set_progress_listener
+    from flows.team_dispatch import choose_dispatcher
 
     if not verbose:
         quiet_third_party_logs()
@@ -220,13 +220,9 @@ def run_command(
     progress_console = Console(stderr=True) if as_json else console  # stdout holds only the JSON
     with Progress(*columns, console=progress_console, transient=False) as progress:
         bar = ProgressBar(progress)
-        set_progress_listener(bar)
-        try:
-            outcome = benchmark(suite, frameworks=framework_names, datasets=dataset_names, folds=folds,
-                                budget=budget, team=team, execution=execution, retry_failed=retry_failed,
-                                parallel=parallel, trigger="cli")
-        finally:
-            set_progress_listener(None)
+        outcome = benchmark(suite, frameworks=framework_names, datasets=dataset_names, folds=folds,
+                            budget=budget, team=team, execution=execution, retry_failed=retry_failed,
+                            parallel=parallel, trigger="cli", dispatcher=choose_dispatcher(bar, parallel))
     if as_json:
         print_json({key: outcome.get(key) for key in (
             "suite", "execution_id", "leaderboard", "counts", "planned", "ran", "gate_failures", "report",

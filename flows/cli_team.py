@@ -1,8 +1,9 @@
 """`automl-eval deploy` and `automl-eval team up|down|status`: the team's servers and deployments.
 
-`deploy` registers the deployments of prefect.yaml (nightly, manual, job, job-gpu) on the Prefect
-server that PREFECT_API_URL names, after making sure the work pools `cpu` and `gpu` and the GPU
-concurrency limit exist. `team up` starts the whole stack on 127.0.0.1 (see flows/team_stack.py).
+`deploy` registers the deployments of prefect.yaml (nightly, manual) on the Prefect server that
+PREFECT_API_URL names, after making sure the work pools `cpu` and `gpu` and the GPU concurrency
+limit exist. `team up` starts the whole stack on 127.0.0.1 (see flows/team_stack.py); `team status`
+shows its processes and every team worker's last heartbeat.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -55,8 +57,8 @@ def deploy(
                              "limit); default $AUTOML_EVAL_GPUS or this host's GPUs."),
 ) -> None:
     """Register the nightly, manual and job deployments on the running Prefect server."""
-    from flows.dispatch import visible_gpu_count
     from flows.team_stack import ensure_pools_and_limits
+    from tasks.gpus import visible_gpu_count
 
     api_url = _api_url()
     _server_health(api_url)
@@ -75,7 +77,7 @@ def deploy(
         console.print(tail, markup=False, highlight=False)
         raise UserError("prefect deploy failed (its last lines are above); "
                         "check prefect.yaml and the server.")
-    console.print(f"deployed nightly (cron '{env[CRON_ENV]}' UTC), manual, job, job-gpu to {api_url}; "
+    console.print(f"deployed nightly (cron '{env[CRON_ENV]}' UTC) and manual to {api_url}; "
                   f"'gpu' concurrency limit: {gpu_count}.")
     console.print("run one: prefect deployment run 'automl-eval-manual/manual' --param suite=smoke")
 
@@ -89,6 +91,8 @@ def team_up() -> None:
     state = team_stack.up(settings)
     workers = ", ".join(f"{w.name} (pool {w.pool})" for w in settings.workers)
     console.print(f"Prefect UI:  {state.prefect_ui}")
+    console.print(f"Prefect UI:  sign in with the value of PREFECT_SERVER_API_AUTH_STRING in "
+                  f"{settings.state_dir}/credentials.env")
     console.print(f"MLflow UI:   {state.mlflow_ui}  "
                   f"(basic auth; accounts in {settings.state_dir}/credentials.env)")
     console.print(f"workers:     {workers}; logs in {settings.logs_dir}")
@@ -106,16 +110,53 @@ def team_down() -> None:
 
 @team_app.command("status")
 def team_status() -> None:
-    """Addresses and processes of the running stack."""
+    """The stack's processes on this machine, and every team worker's last heartbeat: host, kind,
+    jobs running, jobs done."""
     from flows import team_stack
 
-    state = team_stack.read_state(paths.project_root() / ".team")
-    if state is None:
-        console.print("no team stack is running (start it with `make team-up`).")
+    state_dir = paths.project_root() / ".team"
+    state = team_stack.read_state(state_dir)
+    if state is not None:
+        console.print(f"Prefect UI: {state.prefect_ui}\nMLflow UI:  {state.mlflow_ui}")
+        for name, pid in state.pids.items():
+            console.print(f"  {name:<20} pid {pid:<8} {'running' if team_stack._alive(pid) else 'stopped'}")
+    api_url = os.environ.get("PREFECT_API_URL") or (state.prefect_api if state else "")
+    if not api_url:
+        console.print("no team stack is running here and PREFECT_API_URL is not set "
+                      "(start the stack with `make team-up`, or `source .team/client.env`).")
         return
-    console.print(f"Prefect UI: {state.prefect_ui}\nMLflow UI:  {state.mlflow_ui}")
-    for name, pid in state.pids.items():
-        console.print(f"  {name:<20} pid {pid:<8} {'running' if team_stack._alive(pid) else 'stopped'}")
+    auth = os.environ.get("PREFECT_API_AUTH_STRING") or \
+        team_stack.stored_credentials(state_dir).get(team_stack.PREFECT_AUTH_ENV)
+    _print_workers(api_url, auth)
+
+
+def _print_workers(api_url: str, auth: str | None) -> None:
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+    from rich.table import Table
+
+    from flows.team_worker import read_heartbeats
+
+    updates: dict[Any, Any] = {PREFECT_API_URL: api_url}
+    if auth:
+        updates[PREFECT_API_AUTH_STRING] = auth
+    try:
+        with temporary_settings(updates), get_client(sync_client=True) as client:
+            beats = read_heartbeats(client)
+    except Exception as exc:
+        raise UserError(f"the Prefect server at {api_url} did not answer ({type(exc).__name__}); "
+                        "is the stack up, and PREFECT_API_AUTH_STRING its credential?") from None
+    if not beats:
+        console.print("no team worker has reported yet.")
+        return
+    table = Table("worker", "host", "kind", "limit", "running", "done", "last heartbeat", "state")
+    now = time.time()
+    for beat in beats:
+        table.add_row(beat.name, beat.host, beat.kind, str(beat.limit), str(len(beat.running)),
+                      str(beat.done), f"{beat.age_s(now):.0f} s ago", "online" if beat.alive(now) else "lost")
+    Console(width=max(console.width, 110)).print(table)
 
 
 def register(app: typer.Typer) -> None:

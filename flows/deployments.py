@@ -1,12 +1,12 @@
-"""Entrypoints of the team's deployments (prefect.yaml): `nightly`, `manual`, and `job`.
+"""Entrypoints of the team's deployments (prefect.yaml): `nightly` and `manual`.
 
 - nightly: the nightly suite on a cron schedule, always a fresh execution, then recorded for the
   comparison with the previous successful nightly.
 - manual: no schedule; typed parameters, so the Prefect UI shows a form (suite and budget are
   choices read from specs/ when the deployment is registered).
-- job: one job of a suite; team mode fans a suite's jobs out as flow runs of this deployment.
 
-Thin wiring: every entrypoint ends in `flows.benchmark.benchmark` or `flows.dispatch.run_one_job`.
+Thin wiring: every entrypoint ends in `flows.benchmark.benchmark`; in team mode its jobs go to the
+long-lived workers of flows/team_worker.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 from prefect import flow, tags
 
-from flows.team_dispatch import JOB_FLOW, run_job_on_worker
 from tasks import paths
 
 logger = logging.getLogger("automl_eval.deployments")
@@ -92,9 +91,3 @@ def _compare_with_previous_nightly(outcome: dict[str, Any]) -> Any | None:
     baseline = comparison.baseline_id or "nothing yet"
     print(f"nightly execution {outcome['execution_id']} compared with {baseline}.")
     return regression_state(comparison)
-
-
-@flow(name=JOB_FLOW, log_prints=True, persist_result=True)
-def job(job: dict[str, Any], context: dict[str, Any], label: str = "") -> dict[str, Any]:
-    """One job of a suite, on whichever worker took it; returns its outcome and result."""
-    return run_job_on_worker(job, context, label)

@@ -1,10 +1,12 @@
-"""How a suite's jobs are executed: one function decides, one per-job task does the work.
+"""How a suite's jobs are executed: a dispatcher object runs them, one per-job unit does the work.
 
-``execute_jobs`` runs jobs in this process, as many at once as the cores allow (the budget's cores
-per job against this host's cores, and its GPUs against the visible devices). ``run_one_job`` is
-the unit every mode calls: it runs the job under the watchdog (tasks.jobs), then records it in
-MLflow. Recording is a separate task behind the execution's circuit breaker: if the tracking store
-is unreachable, the result waits in the job folder and is logged when the store answers again, or by
+The suite flow is handed a ``Dispatcher``: ``EmbeddedDispatcher`` (here) runs jobs in this process,
+as many at once as the cores allow (the budget's cores per job against this host's cores, and its
+GPUs against the visible devices); ``flows.team_dispatch.TeamDispatcher`` hands them to long-lived
+workers. Progress and GPU leases are the dispatcher's own state. Both end in ``run_and_record``,
+the unit that runs one job under the watchdog (tasks.jobs), then records it in MLflow. Recording
+is a separate task behind the execution's circuit breaker: if the tracking store is unreachable,
+the result waits in the job folder and is logged when the store answers again, or by
 ``automl-eval sync`` (or the next run).
 """
 
@@ -13,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from tasks import paths
+from tasks.gpus import GpuPool, visible_gpu_count
+from tasks.paths import job_dir_for
 from tasks.plan import Job
 from tasks.results import JobResult
 from tasks.specs import Budget
@@ -41,20 +43,6 @@ class ProgressListener(Protocol):
     def job_finished(self, job: Job, result: JobResult) -> None: ...
 
 
-_listener: ProgressListener | None = None
-
-
-def set_progress_listener(listener: ProgressListener | None) -> None:
-    """One listener per process; the flow runs in the CLI's process in embedded mode."""
-    global _listener
-    _listener = listener
-
-
-def notify_planned(count: int) -> None:
-    if _listener is not None:
-        _listener.jobs_planned(count)
-
-
 @dataclass(frozen=True)
 class JobContext:
     """What a job needs besides the Job itself; plain values so it crosses process boundaries."""
@@ -65,69 +53,24 @@ class JobContext:
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # enabled post-job blocks
 
 
-def job_dir_for(job: Job) -> Path:
-    """One folder per job key: a re-run of the same job replaces what an earlier attempt left."""
-    return paths.runs_dir() / job.suite / job.key
+class Dispatcher(Protocol):
+    """Runs a suite's jobs somewhere and returns one outcome dict per job (job_key, status,
+    run_id, job_dir), in the order given. The suite flow is handed one."""
+
+    def warm_up(self) -> None:
+        """Called before the data gates, so start-up work overlaps them."""
+
+    def planned(self, count: int) -> None:
+        """How many jobs this run will account for (the progress bar's total)."""
+
+    def skip(self, job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+        """Record a job that will not run (e.g. its dataset failed the data gate), with the reason."""
+
+    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[dict[str, Any]]:
+        """Run every job; never raises for a job's own failure."""
 
 
-# ---------------------------------------------------------------- how many at once
-
-
-def visible_gpu_count() -> int:
-    """GPUs this host offers jobs (CUDA_VISIBLE_DEVICES narrows them); 0 without a GPU driver."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library: a CPU host
-        return 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
-    return count
-
-
-def max_parallel_jobs(budget: Budget, *, cpu_count: int | None = None, gpu_count: int | None = None) -> int:
-    """Jobs that fit side by side: each takes budget.cores cores (and budget.gpus GPUs)."""
-    cores = cpu_count or os.cpu_count() or 1
-    parallel = max(1, cores // budget.cores)
-    if budget.gpus:
-        gpus = visible_gpu_count() if gpu_count is None else gpu_count
-        if gpus >= budget.gpus:  # without enough GPUs the jobs are skipped quickly, so no limit
-            parallel = min(parallel, gpus // budget.gpus)
-    return parallel
-
-
-class GpuPool:
-    """Hands each running GPU job its own devices, and takes them back when it ends."""
-
-    def __init__(self, device_count: int) -> None:
-        self._free = list(range(device_count))
-        self._lock = threading.Lock()
-
-    def take(self, count: int) -> list[int] | None:
-        if count <= 0:
-            return None
-        with self._lock:
-            if len(self._free) < count:
-                return None  # not enough devices: the job runner reports it as skipped
-            taken, self._free = self._free[:count], self._free[count:]
-            return taken
-
-    def give_back(self, devices: list[int] | None) -> None:
-        if devices:
-            with self._lock:
-                self._free.extend(devices)
-
-
-_gpu_pool: GpuPool | None = None
-
-
-# ---------------------------------------------------------------- the per-job tasks
+# ---------------------------------------------------------------- the per-job unit
 
 
 @task(name="record-job", cache_policy=NO_CACHE)
@@ -140,6 +83,15 @@ def record_job(job_dir: str) -> str | None:
     from tasks.tracking.breaker import record
 
     return record(Path(job_dir))
+
+
+def _record(job_dir: Path) -> str | None:
+    try:
+        return record_job(str(job_dir))
+    except Exception as exc:
+        logger.warning("could not record %s in MLflow (%s); it waits on disk: run `automl-eval sync`.",
+                       job_dir.name, exc)
+        return None
 
 
 def _run_under_watchdog(job: Job, job_dir: Path, gpu_devices: list[int] | None,
@@ -157,48 +109,38 @@ def _run_under_watchdog(job: Job, job_dir: Path, gpu_devices: list[int] | None,
     return result
 
 
-@task(name="run-job", task_run_name="{job_label}", cache_policy=NO_CACHE)
-def run_one_job(job_dict: dict[str, Any], context: dict[str, Any], job_label: str = "") -> dict[str, Any]:
-    """Run one job in its own process under the watchdog, then record it. Never raises for a job's
-    own failure: the suite always goes on, and the failure is in the record."""
+def run_and_record(job: Job, context: JobContext, gpu_devices: list[int] | None, *,
+                   still_ours: Callable[[], bool] | None = None) -> tuple[JobResult, dict[str, Any]]:
+    """Run one job in its own process under the watchdog, then record it; every mode calls this.
+
+    `gpu_devices` are the devices the caller leased for it (None: it asks for none; []: none could
+    be leased, so the job is skipped with the reason). `still_ours`, asked just before recording,
+    says whether the job is still this caller's: a job the suite already gave up on (its worker
+    looked dead) is left on disk, not recorded a second time. Never raises for the job's own failure."""
     from tasks.tracking.log import Execution, mark_result_final, write_pending
 
-    job = Job.from_dict(job_dict)
-    job_context = JobContext(**context)
     job_dir = job_dir_for(job)
     if job_dir.exists():
         shutil.rmtree(job_dir)  # an earlier attempt's files must not mix with this one's
-    write_pending(job_dir, Execution(**job_context.execution), job,
-                  problem_type=job_context.problem_type, metric=job_context.metric)
-    if _listener is not None:
-        _listener.job_started(job)
-    devices = _gpu_pool.take(job.budget.gpus) if _gpu_pool is not None else None
+    write_pending(job_dir, Execution(**context.execution), job,
+                  problem_type=context.problem_type, metric=context.metric)
     try:
-        result = _run_under_watchdog(job, job_dir, devices, job_context.evaluations)
+        result = _run_under_watchdog(job, job_dir, gpu_devices, context.evaluations)
     except Exception as exc:  # the runner itself broke: still a record, never a lost job
         result = JobResult(job_key=job.key, status="failed", error=f"{type(exc).__name__}: {exc}")
         result.save(job_dir)
-    finally:
-        if _gpu_pool is not None:
-            _gpu_pool.give_back(devices)
     mark_result_final(job_dir)
-    recorded = _record(job_dir)
-    if _listener is not None:
-        _listener.job_finished(job, result)
-    return {"job_key": job.key, "status": result.status, "run_id": recorded, "job_dir": str(job_dir)}
+    outcome: dict[str, Any] = {"job_key": job.key, "status": result.status, "run_id": None,
+                               "job_dir": str(job_dir)}
+    if still_ours is not None and not still_ours():
+        logger.warning("%s finished after the suite gave it up; its result stays in %s.", job.label, job_dir)
+        return result, outcome
+    outcome["run_id"] = _record(job_dir)
+    return result, outcome
 
 
-def _record(job_dir: Path) -> str | None:
-    try:
-        return record_job(str(job_dir))
-    except Exception as exc:
-        logger.warning("could not record %s in MLflow (%s); it waits on disk: run `automl-eval sync`.",
-                       job_dir.name, exc)
-        return None
-
-
-def record_skipped_job(job: Job, context: JobContext, reason: str) -> dict[str, Any]:
-    """A job that will not run (its dataset failed the data gate): recorded with the reason."""
+def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResult, dict[str, Any]]:
+    """A job that will not run: recorded as skipped with the reason."""
     from tasks.tracking.log import Execution, mark_result_final, write_pending
 
     job_dir = job_dir_for(job)
@@ -210,54 +152,92 @@ def record_skipped_job(job: Job, context: JobContext, reason: str) -> dict[str, 
     result.save(job_dir)
     mark_result_final(job_dir)
     recorded = _record(job_dir)
-    if _listener is not None:
-        _listener.job_finished(job, result)
-    return {"job_key": job.key, "status": "skipped", "run_id": recorded, "job_dir": str(job_dir)}
+    return result, {"job_key": job.key, "status": "skipped", "run_id": recorded, "job_dir": str(job_dir)}
 
 
-# ---------------------------------------------------------------- the one function that decides
+# ---------------------------------------------------------------- embedded: jobs in this process
 
 
-def execute_jobs(
-    jobs: list[Job],
-    contexts: dict[str, JobContext],  # job key -> its context
-    *,
-    parallel: int | None = None,
-    submit: Callable[[list[Job], dict[str, JobContext]], list[dict[str, Any]]] | None = None,
-) -> list[dict[str, Any]]:
-    """Run every job and return one outcome dict per job (job_key, status, run_id, job_dir).
+def max_parallel_jobs(budget: Budget, *, cpu_count: int | None = None, gpu_count: int | None = None) -> int:
+    """Jobs that fit side by side: each takes budget.cores cores (and budget.gpus GPUs)."""
+    cores = cpu_count or os.cpu_count() or 1
+    parallel = max(1, cores // budget.cores)
+    if budget.gpus:
+        gpus = visible_gpu_count() if gpu_count is None else gpu_count
+        if gpus >= budget.gpus:  # without enough GPUs the jobs are skipped quickly, so no limit
+            parallel = min(parallel, gpus // budget.gpus)
+    return parallel
 
-    Embedded mode runs them here, `parallel` at once (default: as many as the cores allow).
-    Another mode passes `submit`, which must call `run_one_job` for each job wherever it runs them.
-    """
-    if not jobs:
-        return []
-    if submit is None:
-        from flows.team_dispatch import submit_to_pools, team_mode
 
-        if team_mode():  # AUTOML_EVAL_MODE=team: each job a flow run of the `job` deployment
-            submit = submit_to_pools
-    if submit is not None:
-        return submit(jobs, contexts)
-    global _gpu_pool
-    budget = jobs[0].budget
-    workers = min(len(jobs), parallel or max_parallel_jobs(budget))
-    _gpu_pool = GpuPool(visible_gpu_count()) if budget.gpus else None
-    outcomes: list[dict[str, Any]] = []
-    with ThreadPoolTaskRunner(max_workers=workers) as runner:
-        futures = [
-            runner.submit(run_one_job, parameters={
-                "job_dict": job.to_dict(),
-                "context": contexts[job.key].__dict__,
-                "job_label": job.label,
-            })
-            for job in jobs
-        ]
-        for job, future in zip(jobs, futures, strict=True):
-            try:
-                outcomes.append(future.result())
-            except Exception as exc:  # a broken task must not stop the suite
-                logger.warning("job %s did not complete: %s", job.label, exc)
-                outcomes.append({"job_key": job.key, "status": "failed", "run_id": None,
-                                 "job_dir": str(job_dir_for(job))})
-    return outcomes
+@task(name="run-job", task_run_name="{job_label}", cache_policy=NO_CACHE)
+def run_one_job(job_dict: dict[str, Any], context: dict[str, Any], job_label: str = "",
+                gpu_pool: GpuPool | None = None, progress: ProgressListener | None = None) -> dict[str, Any]:
+    """One job of an embedded run: devices from the run's pool, then the shared per-job unit."""
+    job = Job.from_dict(job_dict)
+    if progress is not None:
+        progress.job_started(job)
+    devices = gpu_pool.take(job.budget.gpus) if gpu_pool is not None else None
+    try:
+        result, outcome = run_and_record(job, JobContext(**context), devices)
+    finally:
+        if gpu_pool is not None:
+            gpu_pool.give_back(devices)
+    if progress is not None:
+        progress.job_finished(job, result)
+    return outcome
+
+
+class EmbeddedDispatcher:
+    """Runs jobs in this process's threads, each in its own watched process; `parallel` at once
+    (default: as many as the cores allow)."""
+
+    __slots__ = ("parallel", "progress")  # not a plain object: Prefect stores it as a placeholder
+
+    def __init__(self, progress: ProgressListener | None = None, parallel: int | None = None) -> None:
+        self.progress = progress
+        self.parallel = parallel
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (e.g. with the flow's context), it leaves its progress listener in this process.
+        return (EmbeddedDispatcher, (None, self.parallel))
+
+    def warm_up(self) -> None:
+        """Start the warm fork server now, so its preload overlaps the data gates."""
+        from tasks.launch import FORK_SERVER, chosen_launcher
+
+        if chosen_launcher() == "warm":
+            FORK_SERVER.warm_up()
+
+    def planned(self, count: int) -> None:
+        if self.progress is not None:
+            self.progress.jobs_planned(count)
+
+    def skip(self, job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+        result, outcome = record_skipped(job, context, reason)
+        if self.progress is not None:
+            self.progress.job_finished(job, result)
+        return outcome
+
+    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[dict[str, Any]]:
+        if not jobs:
+            return []
+        budget = jobs[0].budget
+        workers = min(len(jobs), self.parallel or max_parallel_jobs(budget))
+        gpu_pool = GpuPool(visible_gpu_count()) if budget.gpus else None
+        outcomes: list[dict[str, Any]] = []
+        with ThreadPoolTaskRunner(max_workers=workers) as runner:
+            futures = [
+                runner.submit(run_one_job, parameters={
+                    "job_dict": job.to_dict(), "context": contexts[job.key].__dict__,
+                    "job_label": job.label, "gpu_pool": gpu_pool, "progress": self.progress,
+                })
+                for job in jobs
+            ]
+            for job, future in zip(jobs, futures, strict=True):
+                try:
+                    outcomes.append(future.result())
+                except Exception as exc:  # a broken task must not stop the suite
+                    logger.warning("job %s did not complete: %s", job.label, exc)
+                    outcomes.append({"job_key": job.key, "status": "failed", "run_id": None,
+                                     "job_dir": str(job_dir_for(job))})
+        return outcomes

@@ -1,150 +1,63 @@
-"""Team mode: a suite's jobs fan out as flow runs of the `job` deployment, one per job.
+"""Team mode: a suite's jobs go to long-lived workers (flows/team_worker.py) through Prefect.
 
-Any worker of the pool may take any job, so several machines share a suite. Jobs whose budget asks
-for GPUs go to the `gpu` pool, where the Prefect global concurrency limit `gpu` (one slot per GPU of
-the pool) guards them and each job locks its own devices on its host. The job flow
-(`flows/deployments.py:job`) runs `flows.dispatch.run_one_job`, the very unit embedded mode runs
-in-process, so both modes run and record a job the same way.
+``TeamDispatcher.run`` hands each job to the Prefect server as a background task run
+(``task.delay()``); any online worker of the right kind takes it over its websocket, so several
+machines share a suite and no process starts per job. GPU jobs are runs of the GPU job task, which
+only `gpu` workers serve. The dispatcher then watches the task runs and the workers' heartbeats:
 
-Which mode runs is decided in one place, `flows.dispatch.execute_jobs`, by `team_mode()` below.
+- a run that ends is the job's outcome (the worker recorded it in MLflow);
+- a run held by a worker whose heartbeat stopped for MISSED_BEATS of its intervals (or whose
+  process on this host is gone) is lost: the dispatcher marks the run Failed, records the job
+  `failed` with the reason, and `--retry-failed` re-runs exactly those jobs. The worker, should it
+  come back, sees its run is final and does not record the job a second time.
+
+Which dispatcher runs is decided in one place, ``choose_dispatcher``, by ``team_mode()``.
 """
 
 from __future__ import annotations
 
-import fcntl
+import json
 import logging
 import os
 import platform
+import shutil
 import time
-from contextlib import ExitStack, contextmanager
-from dataclasses import asdict
+import uuid
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from flows.dispatch import (
+    Dispatcher,
+    EmbeddedDispatcher,
+    JobContext,
+    ProgressListener,
+    record_job,
+    record_skipped,
+)
+from flows.team_worker import DEFAULT_HEARTBEAT_S, GPU_LIMIT, MISSED_BEATS, TASKS, Heartbeat, read_heartbeats
 from tasks.errors import UserError
+from tasks.paths import job_dir_for
 from tasks.plan import Job
 from tasks.results import RESULT_FILE, JobResult
 
 logger = logging.getLogger("automl_eval.team")
 
 MODE_ENV = "AUTOML_EVAL_MODE"
-WORKER_NAME_ENV = "AUTOML_EVAL_WORKER_NAME"
-JOB_FLOW = "automl-eval-job"
-CPU_JOB_DEPLOYMENT = f"{JOB_FLOW}/job"
-GPU_JOB_DEPLOYMENT = f"{JOB_FLOW}/job-gpu"
-GPU_LIMIT = "gpu"
-GPU_POOL = "gpu"
-POLL_S = 2.0
-# A job flow run a worker took (PENDING) but never started for this long is taken as lost.
-PENDING_LOST_S = 300
+POLL_S = 2.0  # how often the suite looks; workers get jobs pushed, so this delays only noticing the end
+READ_BATCH = 200  # task runs per read (the server's default page)
 
 
 def team_mode() -> bool:
-    """Team mode when asked for: AUTOML_EVAL_MODE=team (the team stack sets it for its workers)."""
+    """Team mode when asked for: AUTOML_EVAL_MODE=team (the team stack sets it for its processes)."""
     return os.environ.get(MODE_ENV, "").strip().lower() == "team"
 
 
-def worker_identity() -> dict[str, str]:
-    """Which worker runs this process: its name (set per worker), host and process id."""
-    return {
-        "worker": os.environ.get(WORKER_NAME_ENV) or f"{platform.node()}:{os.getppid()}",
-        "host": platform.node(),
-        "pid": str(os.getpid()),
-    }
-
-
-# ---------------------------------------------------------------- the worker side: one job
-
-
-class _LockedDevices:
-    """Hands run_one_job exactly the devices this job locked (same duck type as dispatch.GpuPool)."""
-
-    def __init__(self, devices: list[int]) -> None:
-        self._devices = devices
-
-    def take(self, count: int) -> list[int] | None:
-        # [] (never None) when this host could not lock enough: the runner then skips the job with
-        # the reason, instead of falling back to devices another job holds.
-        return self._devices[:count] if len(self._devices) >= count else []
-
-    def give_back(self, devices: list[int] | None) -> None:
-        """The file locks are released by the job flow when it ends."""
-
-
-@contextmanager
-def host_devices(count: int, lock_dir: Path, timeout_s: float = 3600):  # noqa: ANN201
-    """Lock `count` of this host's GPUs for this process (file locks, so two workers on one host
-    never share a device); yields their indices, or [] when the host has fewer than asked."""
-    from flows.dispatch import visible_gpu_count
-
-    available = visible_gpu_count()
-    if count <= 0 or available < count:
-        yield []
-        return
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    with ExitStack() as stack:
-        taken: list[int] = []
-        while len(taken) < count:
-            for device in range(available):
-                if device in taken:
-                    continue
-                handle = stack.enter_context((lock_dir / f"gpu{device}.lock").open("w"))
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
-                taken.append(device)
-                if len(taken) == count:
-                    break
-            if len(taken) < count:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(1)
-        yield taken if len(taken) == count else []
-
-
-def run_job_on_worker(job_dict: dict[str, Any], context: dict[str, Any], label: str) -> dict[str, Any]:
-    """The job flow's body: GPU slot and devices if asked, then the shared per-job unit."""
-    from flows import dispatch
-    from tasks.launch import LAUNCHER_ENV
-
-    job = Job.from_dict(job_dict)
-    # A job flow run is a process for one job: a warm fork server would preload for a single fork.
-    os.environ.setdefault(LAUNCHER_ENV, "cold")
-    identity = worker_identity()
-    _tag_own_flow_run([f"{key}:{value}" for key, value in identity.items()])
-    with ExitStack() as stack:
-        if job.budget.gpus:
-            from prefect.concurrency.sync import concurrency
-
-            stack.enter_context(concurrency(GPU_LIMIT, occupy=job.budget.gpus, strict=True))
-            lock_dir = Path(os.environ.get("AUTOML_EVAL_GPU_LOCKS", "/tmp/automl-eval-gpu-locks"))
-            devices = stack.enter_context(host_devices(job.budget.gpus, lock_dir))
-            # No devices here: run_one_job's runner then records the job as skipped with the reason.
-            dispatch._gpu_pool = _LockedDevices(devices)  # type: ignore[assignment]
-        outcome = dispatch.run_one_job(job_dict, context, label)
-    job_dir = Path(outcome["job_dir"])
-    result = asdict(JobResult.load(job_dir)) if (job_dir / RESULT_FILE).is_file() else None
-    return {**outcome, **identity, "result": result}
-
-
-def _tag_own_flow_run(tags: list[str]) -> None:
-    try:
-        from prefect.client.orchestration import get_client
-        from prefect.runtime import flow_run
-
-        if not flow_run.id:
-            return
-        with get_client(sync_client=True) as client:
-            current = client.read_flow_run(UUID(flow_run.id))
-            client.update_flow_run(current.id, tags=sorted({*current.tags, *tags}))
-    except Exception as exc:  # a missing tag must not fail the job
-        logger.warning("could not tag the job's flow run: %s", exc)
-
-
-# ---------------------------------------------------------------- the suite side: fan out, wait
+def choose_dispatcher(progress: ProgressListener | None = None, parallel: int | None = None) -> Dispatcher:
+    """The one place that decides embedded or team."""
+    if team_mode():
+        return TeamDispatcher(progress)
+    return EmbeddedDispatcher(progress, parallel)
 
 
 def _require_api_url() -> str:
@@ -157,7 +70,7 @@ def _require_api_url() -> str:
     return str(url)
 
 
-def gpu_unavailable_reason(client: Any, gpus: int) -> str:
+def gpu_unavailable_reason(client: Any, beats: list[Heartbeat], gpus: int) -> str:
     """Why GPU jobs cannot run on this team, or '' when they can."""
     from prefect.exceptions import ObjectNotFound
 
@@ -169,142 +82,8 @@ def gpu_unavailable_reason(client: Any, gpus: int) -> str:
     if limit.limit < gpus:
         return (f"no GPU for this job: it asks for {gpus} GPU(s) and the team's concurrency limit "
                 f"'{GPU_LIMIT}' allows {limit.limit}; add GPU workers and run `automl-eval deploy --gpus N`.")
-    workers = client.read_workers_for_work_pool(GPU_POOL)
-    if not any(str(worker.status).upper().endswith("ONLINE") for worker in workers):
-        return f"no GPU for this job: no worker of work pool '{GPU_POOL}' is online; start one on a GPU host."
-    return ""
-
-
-def _check_deployment(client: Any, name: str) -> None:
-    from prefect.exceptions import ObjectNotFound
-
-    try:
-        client.read_deployment_by_name(name)
-    except ObjectNotFound:
-        raise UserError(f"the Prefect server has no deployment '{name}'; run `automl-eval deploy` first.") \
-            from None
-
-
-def submit_to_pools(jobs: list[Job], contexts: dict[str, Any]) -> list[dict[str, Any]]:
-    """Create one flow run per job, wait for all of them, return one outcome per job (in order)."""
-    from prefect.client.orchestration import get_client
-    from prefect.deployments import run_deployment
-
-    from flows.dispatch import record_skipped_job
-
-    _require_api_url()
-    outcomes: dict[str, dict[str, Any]] = {}
-    runs: dict[str, tuple[Job, UUID]] = {}
-    with get_client(sync_client=True) as client:
-        _check_deployment(client, CPU_JOB_DEPLOYMENT)
-        gpu_jobs = [job for job in jobs if job.budget.gpus]
-        gpu_reasons: dict[int, str] = {}
-        for gpus in sorted({job.budget.gpus for job in gpu_jobs}):
-            gpu_reasons[gpus] = gpu_unavailable_reason(client, gpus)
-        if gpu_jobs and not all(gpu_reasons.values()):
-            _check_deployment(client, GPU_JOB_DEPLOYMENT)
-        try:
-            for job in jobs:
-                reason = gpu_reasons.get(job.budget.gpus, "")
-                if reason:
-                    outcomes[job.key] = record_skipped_job(job, contexts[job.key], reason)
-                    continue
-                flow_run = run_deployment(
-                    GPU_JOB_DEPLOYMENT if job.budget.gpus else CPU_JOB_DEPLOYMENT,
-                    parameters={"job": job.to_dict(), "context": _plain(contexts[job.key]),
-                                "label": job.label},
-                    flow_run_name=job.label, tags=[f"job_key:{job.key}", f"suite:{job.suite}"],
-                    timeout=0,
-                )
-                runs[job.key] = (job, flow_run.id)
-            outcomes.update(_wait_for(client, runs, contexts))
-        except BaseException:
-            _cancel_unfinished(client, [run_id for key, (_, run_id) in runs.items() if key not in outcomes])
-            raise
-    return [outcomes[job.key] for job in jobs]
-
-
-def _plain(context: Any) -> dict[str, Any]:
-    return dict(context.__dict__) if hasattr(context, "__dict__") else dict(context)
-
-
-def _wait_for(client: Any, runs: dict[str, tuple[Job, UUID]],
-              contexts: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    outcomes: dict[str, dict[str, Any]] = {}
-    by_id = {run_id: job for job, run_id in runs.values()}
-    pending_since: dict[UUID, float] = {}
-    started: set[UUID] = set()
-    while len(outcomes) < len(runs):
-        pending = [run_id for run_id, job in by_id.items() if job.key not in outcomes]
-        by_filter = FlowRunFilter(id=FlowRunFilterId(any_=pending))
-        for flow_run in client.read_flow_runs(flow_run_filter=by_filter, limit=len(pending)):
-            job = by_id[flow_run.id]
-            state = flow_run.state
-            if state is not None and state.is_final():
-                outcomes[job.key] = _outcome(job, flow_run, contexts[job.key])
-                _tell_listener(job, outcomes[job.key], started=flow_run.id in started)
-                continue
-            if state is not None and state.is_running() and flow_run.id not in started:
-                started.add(flow_run.id)
-                _tell_listener(job, None, started=False)
-            lost = ""
-            if state is not None and state.is_running():
-                lost = _lost_reason(client, flow_run)
-            elif state is not None and state.is_pending():
-                # Taken by a worker but never started: that worker died between the two.
-                waited = time.monotonic() - pending_since.setdefault(flow_run.id, time.monotonic())
-                if waited > PENDING_LOST_S:
-                    lost = f"lost: the job was taken by a worker but did not start within {PENDING_LOST_S} s"
-            if lost:
-                fresh = client.read_flow_run(flow_run.id)  # it may have just finished after all
-                if fresh.state is not None and fresh.state.is_final():
-                    outcomes[job.key] = _outcome(job, fresh, contexts[job.key])
-                    continue
-                _cancel_unfinished(client, [flow_run.id])
-                outcomes[job.key] = _record_failure(job, contexts[job.key], lost)
-                _tell_listener(job, outcomes[job.key], started=flow_run.id in started)
-        if len(outcomes) < len(runs):
-            time.sleep(POLL_S)
-    return outcomes
-
-
-def _tell_listener(job: Job, outcome: dict[str, Any] | None, *, started: bool) -> None:
-    """Progress for the CLI's bar, as embedded mode gives it: started once, then finished."""
-    from flows import dispatch
-
-    listener = dispatch._listener
-    if listener is None:
-        return
-    if outcome is None or not started:
-        listener.job_started(job)
-    if outcome is not None:
-        job_dir = Path(outcome.get("job_dir") or dispatch.job_dir_for(job))
-        result = (JobResult.load(job_dir) if (job_dir / RESULT_FILE).is_file()
-                  else JobResult(job_key=job.key, status=str(outcome.get("status", "failed"))))
-        listener.job_finished(job, result)
-
-
-def _tag_value(tags: list[str], name: str) -> str:
-    return next((tag.split(":", 1)[1] for tag in tags if tag.startswith(f"{name}:")), "")
-
-
-def _lost_reason(client: Any, flow_run: Any) -> str:
-    """Why a running job will never report back, or ''. On this host a dead process says so at
-    once; on another host, its worker going offline in Prefect (missed heartbeats) does."""
-    host, pid = _tag_value(flow_run.tags, "host"), _tag_value(flow_run.tags, "pid")
-    worker = _tag_value(flow_run.tags, "worker")
-    if host == platform.node() and pid.isdigit() and not _process_alive(int(pid)):
-        return f"lost: the job's process on worker {worker or host} ended without a result (worker stopped?)"
-    if worker and flow_run.work_pool_name:
-        try:
-            workers = client.read_workers_for_work_pool(flow_run.work_pool_name)
-        except Exception:  # the server is busy: ask again at the next poll
-            return ""
-        match = [w for w in workers if w.name == worker]
-        if match and str(match[0].status).upper().endswith("OFFLINE"):
-            return f"lost: worker {worker} went offline while running the job"
+    if not any(beat.kind == "gpu" and beat.alive() for beat in beats):
+        return "no GPU for this job: no gpu worker is online; start one on a GPU host (`--kind gpu`)."
     return ""
 
 
@@ -316,38 +95,191 @@ def _process_alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _outcome(job: Job, flow_run: Any, context: Any) -> dict[str, Any]:
-    from flows.dispatch import job_dir_for
+def _dead_reason(beat: Heartbeat, now: float) -> str:
+    """Why a worker is gone, or '' while it lives. On this host its process says so, at once and
+    without doubt (a busy machine may delay heartbeats, never fake a live process); elsewhere its
+    heartbeat going stale does."""
+    if beat.host == platform.node():
+        alive = _process_alive(beat.pid)
+        return "" if alive else f"worker {beat.name} on {beat.host} stopped (its process {beat.pid} is gone)"
+    if not beat.alive(now):
+        return f"worker {beat.name} on {beat.host} sent no heartbeat for {beat.age_s(now):.0f} s"
+    return ""
 
-    state = flow_run.state
-    if state.is_completed():
+
+class TeamDispatcher:
+    """Hands jobs to the team's long-lived workers and waits for them, noticing dead workers."""
+
+    __slots__ = ("progress",)  # not a plain object: Prefect stores it as a placeholder
+
+    def __init__(self, progress: ProgressListener | None = None) -> None:
+        self.progress = progress
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The suite's context travels with each job to the workers; the progress bar stays here.
+        return (TeamDispatcher, ())
+
+    def warm_up(self) -> None:
+        """Nothing runs here: each worker keeps its own warm fork server."""
+
+    def planned(self, count: int) -> None:
+        if self.progress is not None:
+            self.progress.jobs_planned(count)
+
+    def skip(self, job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+        result, outcome = record_skipped(job, context, reason)
+        self._finished(job, result)
+        return outcome
+
+    def _finished(self, job: Job, result: JobResult) -> None:
+        if self.progress is not None:
+            self.progress.job_finished(job, result)
+
+    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[dict[str, Any]]:
+        from prefect.client.orchestration import get_client
+
+        if not jobs:
+            return []
+        _require_api_url()
+        outcomes: dict[str, dict[str, Any]] = {}
+        waiting: dict[UUID, _Submitted] = {}
+        with get_client(sync_client=True) as client:
+            beats = read_heartbeats(client)
+            gpu_reasons = {gpus: gpu_unavailable_reason(client, beats, gpus)
+                           for gpus in {job.budget.gpus for job in jobs if job.budget.gpus}}
+            if any(not job.budget.gpus for job in jobs) and not any(
+                    beat.kind == "cpu" and beat.alive() for beat in beats):
+                raise UserError("no team worker is online to take the jobs: start them with `make team-up` "
+                                "(or `python -m flows.team_worker --name NAME`) on the team's hosts.")
+            try:
+                for job in jobs:
+                    reason = gpu_reasons.get(job.budget.gpus, "")
+                    if reason:
+                        outcomes[job.key] = self.skip(job, contexts[job.key], reason)
+                        continue
+                    task = TASKS["gpu" if job.budget.gpus else "cpu"]
+                    submitted = time.time()
+                    future = task.delay(job=job.to_dict(), context=dict(contexts[job.key].__dict__),
+                                        label=job.label, attempt=uuid.uuid4().hex)
+                    waiting[future.task_run_id] = _Submitted(job, future.task_run_id, submitted)
+                outcomes.update(self._wait(client, waiting, contexts))
+            except BaseException:
+                _give_up(client, [s.run_id for s in waiting.values() if s.job.key not in outcomes],
+                         "the suite stopped")
+                raise
+        return [outcomes[job.key] for job in jobs]
+
+    def _wait(self, client: Any, waiting: dict[UUID, _Submitted],
+              contexts: dict[str, JobContext]) -> dict[str, dict[str, Any]]:
+        from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterId
+
+        outcomes: dict[str, dict[str, Any]] = {}
+        pending = dict(waiting)
+        while pending:
+            runs = []
+            ids = list(pending)
+            for start in range(0, len(ids), READ_BATCH):
+                by_id = TaskRunFilter(id=TaskRunFilterId(any_=ids[start:start + READ_BATCH]))
+                runs += client.read_task_runs(task_run_filter=by_id, limit=READ_BATCH)
+            beats = {beat.name: beat for beat in read_heartbeats(client)}
+            holders = {run_id: beat for beat in beats.values() for run_id in beat.running}
+            now = time.time()
+            for run_id in set(ids) - {task_run.id for task_run in runs}:
+                # A worker deletes a task run whose parameters it cannot read: no shared storage.
+                submitted = pending.pop(run_id)
+                outcomes[submitted.job.key] = self._failed(submitted, contexts[submitted.job.key], (
+                    "a worker could not read the job's parameters and dropped it: the suite and the "
+                    "workers need one result storage (PREFECT_LOCAL_STORAGE_PATH on one host, "
+                    "PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK across hosts)"))
+            for task_run in runs:
+                submitted = pending[task_run.id]
+                job, state = submitted.job, task_run.state
+                if state is not None and state.is_final():
+                    outcomes[job.key] = self._outcome(submitted, state, contexts[job.key])
+                    del pending[task_run.id]
+                    continue
+                if state is not None and state.is_running() and not submitted.started:
+                    submitted.started = True
+                    if self.progress is not None:
+                        self.progress.job_started(job)
+                lost = submitted.lost_reason(holders.get(str(task_run.id)), beats, now)
+                if lost:
+                    fresh = client.read_task_run(task_run.id)  # it may have just finished after all
+                    if fresh.state is not None and fresh.state.is_final():
+                        outcomes[job.key] = self._outcome(submitted, fresh.state, contexts[job.key])
+                    else:
+                        _give_up(client, [task_run.id], f"lost: {lost}")
+                        outcomes[job.key] = self._failed(submitted, contexts[job.key], f"lost: {lost}")
+                    del pending[task_run.id]
+            if pending:
+                time.sleep(POLL_S)
+        return outcomes
+
+    def _outcome(self, submitted: _Submitted, state: Any, context: JobContext) -> dict[str, Any]:
+        job = submitted.job
+        if not state.is_completed():
+            reason = f"the job's task run ended {state.type.value}: {state.message or 'no message'}"
+            return self._failed(submitted, context, reason)
         try:
             returned = state.result(raise_on_failure=False)
-        except Exception as exc:  # results kept on another host without shared storage
+        except Exception as exc:  # kept on another host without shared result storage
             logger.info("result of %s not readable here (%s); MLflow has it.", job.label, exc)
             returned = None
-        if isinstance(returned, dict):
-            local_dir = job_dir_for(job)
-            local = asdict(JobResult.load(local_dir)) if (local_dir / RESULT_FILE).is_file() else None
-            if returned.get("result") and local != returned["result"]:
-                # The job ran on another machine: keep its result here for the suite's leaderboard.
-                local_dir.mkdir(parents=True, exist_ok=True)
-                JobResult(**returned["result"]).save(local_dir)
-            return {key: value for key, value in returned.items() if key != "result"}
-        return {"job_key": job.key, "status": "unknown", "run_id": None, "job_dir": str(job_dir_for(job)),
-                "worker": _tag_value(flow_run.tags, "worker")}
-    reason = f"the job's flow run ended {state.type.value}: {state.message or 'no message'}"
-    return _record_failure(job, context, reason)
+        if not isinstance(returned, dict):
+            outcome = {"job_key": job.key, "status": "unknown", "run_id": None,
+                       "job_dir": str(job_dir_for(job))}
+            self._finished(job, JobResult(job_key=job.key, status="unknown"))
+            return {**outcome, "submitted_unix": submitted.submitted_unix}
+        result = JobResult(**returned["result"]) if returned.get("result") else None
+        local_dir = job_dir_for(job)
+        if result is not None and not (local_dir / RESULT_FILE).is_file():
+            # The job ran on another machine: keep its result here for the suite's leaderboard.
+            local_dir.mkdir(parents=True, exist_ok=True)
+            result.save(local_dir)
+        self._finished(job, result or JobResult(job_key=job.key, status=str(returned.get("status"))))
+        outcome = {key: value for key, value in returned.items() if key != "result"}
+        return {**outcome, "submitted_unix": submitted.submitted_unix}
+
+    def _failed(self, submitted: _Submitted, context: JobContext, reason: str) -> dict[str, Any]:
+        outcome = _record_failure(submitted.job, context, reason)
+        self._finished(submitted.job, JobResult.load(Path(outcome["job_dir"])))
+        return {**outcome, "submitted_unix": submitted.submitted_unix}
 
 
-def _record_failure(job: Job, context: Any, reason: str) -> dict[str, Any]:
-    """A job whose flow run failed or was lost is recorded as failed, so `--retry-failed` finds it.
+class _Submitted:
+    """One job handed to the team: its task run, and what the dispatcher saw of it."""
+
+    def __init__(self, job: Job, run_id: UUID, submitted_unix: float) -> None:
+        self.job = job
+        self.run_id = run_id
+        self.submitted_unix = submitted_unix
+        self.started = False
+        self.holder = ""  # the last worker seen holding it
+        self.unheld_since: float | None = None
+
+    def lost_reason(self, holder: Heartbeat | None, beats: dict[str, Heartbeat], now: float) -> str:
+        """Why this job will never finish, or ''. Held by a dead worker: at once. Held before and by
+        no worker now (its worker restarted without it), or running unheld: after the beats that
+        would have listed it were missed."""
+        if holder is not None:
+            self.holder, self.unheld_since = holder.name, None
+            return _dead_reason(holder, now)
+        if not (self.holder or self.started):
+            return ""  # still queued: no worker took it yet
+        self.unheld_since = self.unheld_since or now
+        last = beats.get(self.holder)
+        grace = last.lost_after_s if last is not None else MISSED_BEATS * DEFAULT_HEARTBEAT_S
+        if now - self.unheld_since <= grace:
+            return ""  # a heartbeat may not list it yet
+        why = _dead_reason(last, now) if last is not None else ""
+        return why or f"worker {self.holder or 'unknown'} no longer holds the job (it restarted or stopped)"
+
+
+def _record_failure(job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+    """A job whose task run failed or was lost is recorded as failed, so `--retry-failed` finds it.
 
     The job folder is keyed by job, not by execution: what an earlier execution left there is
     replaced; a result this execution's job wrote before it was lost is kept and recorded."""
-    import shutil
-
-    from flows.dispatch import job_dir_for, record_job
     from tasks.tracking.log import TRACKING_FILE, Execution, write_pending
 
     job_dir = job_dir_for(job)
@@ -362,14 +294,11 @@ def _record_failure(job: Job, context: Any, reason: str) -> dict[str, Any]:
         logger.warning("could not record %s (%s); it waits on disk.", job.label, exc)
         run_id = None
     status = JobResult.load(job_dir).status
-    return {"job_key": job.key, "status": status, "run_id": run_id, "job_dir": str(job_dir),
-            "error": reason}
+    return {"job_key": job.key, "status": status, "run_id": run_id, "job_dir": str(job_dir), "error": reason}
 
 
-def _belongs_to(tracking_file: Path, context: Any) -> bool:
+def _belongs_to(tracking_file: Path, context: JobContext) -> bool:
     """Whether a job folder's record was written for this execution (not left by an earlier one)."""
-    import json
-
     try:
         record = json.loads(tracking_file.read_text())
     except (OSError, ValueError):
@@ -377,11 +306,12 @@ def _belongs_to(tracking_file: Path, context: Any) -> bool:
     return record.get("execution", {}).get("execution_id") == context.execution.get("execution_id")
 
 
-def _cancel_unfinished(client: Any, run_ids: list[UUID]) -> None:
-    from prefect.states import Cancelling
+def _give_up(client: Any, run_ids: list[UUID], reason: str) -> None:
+    """Mark task runs the suite no longer waits for as final, so a late worker does not record them."""
+    from prefect.states import Failed
 
     for run_id in run_ids:
         try:
-            client.set_flow_run_state(run_id, Cancelling(message="the suite stopped"), force=True)
+            client.set_task_run_state(run_id, Failed(message=reason), force=True)
         except Exception as exc:
-            logger.warning("could not cancel flow run %s: %s", run_id, exc)
+            logger.warning("could not mark task run %s failed: %s", run_id, exc)

@@ -1,12 +1,15 @@
-"""The team's servers on one machine: Prefect server, MLflow server on PostgreSQL with basic auth, workers.
+"""The team's servers on one machine: Prefect server and MLflow server (PostgreSQL), both locked, and workers.
 
 `make team-up` / `automl-eval team up` and the integration tests start the same stack from here, so
 what the tests check is what a team runs. Everything binds to 127.0.0.1 unless told otherwise; state,
 logs and process ids live under one folder (``.team/`` by default, git-ignored).
 
-Secrets (the MLflow admin password, the workers' password, the Flask secret key) come from the
-environment; any that is missing is generated once and kept in ``<state>/credentials.env`` (mode
-600). Nothing here prints or logs a password.
+Workers: one Prefect process worker of pool `cpu` runs the suite flows (one process per suite),
+and long-lived team workers (flows/team_worker.py, one per WorkerSpec) run their jobs.
+
+Secrets (the Prefect server's auth string, the MLflow admin password, the workers' password, the
+Flask secret key) come from the environment; any that is missing is generated once and kept in
+``<state>/credentials.env`` (mode 600). Nothing here prints or logs a secret.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ WORKERS_USER = "automl-eval-worker"
 ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_PASSWORD"
 WORKERS_PASSWORD_ENV = "AUTOML_EVAL_WORKER_PASSWORD"
 FLASK_SECRET_ENV = "MLFLOW_FLASK_SERVER_SECRET_KEY"
+PREFECT_AUTH_ENV = "PREFECT_SERVER_API_AUTH_STRING"  # the server's; clients send PREFECT_API_AUTH_STRING
+PREFECT_USER = "automl-eval"
+FLOW_WORKER = "flow-worker"  # the process worker that runs the suite flows
 CREDENTIALS_FILE = "credentials.env"
 STATE_FILE = "state.json"
 PG_URL_ENV = "AUTOML_EVAL_PG_URL"
@@ -47,9 +53,11 @@ DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432"
 
 @dataclass
 class WorkerSpec:
+    """A long-lived team worker: `pool` is its kind (cpu or gpu), `limit` the jobs it runs at once."""
+
     name: str
     pool: str
-    limit: int  # flow runs at once on this worker: its cores / a job's cores, plus one suite flow
+    limit: int
 
 
 @dataclass
@@ -63,6 +71,7 @@ class StackSettings:
     workers: list[WorkerSpec] = field(default_factory=list)
     gpus: int = 0  # GPUs across the gpu pool; the concurrency limit GPU_LIMIT gets this many slots
     worker_poll_s: int = 5
+    suite_flows: int = 4  # suite flow runs at once on the process worker
     extra_worker_env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -95,12 +104,14 @@ class StackSettings:
 
 
 def default_settings() -> StackSettings:
-    """What `make team-up` starts: two cpu workers, and a gpu worker where this host has GPUs."""
-    from flows.dispatch import visible_gpu_count
+    """What `make team-up` starts: two cpu workers sharing the cores, and a gpu worker where this
+    host has GPUs."""
+    from tasks.gpus import visible_gpu_count
 
     gpus = int(os.environ.get("AUTOML_EVAL_GPUS", visible_gpu_count()))
     cores = os.cpu_count() or 1
-    workers = [WorkerSpec("cpu-1", CPU_POOL, cores + 1), WorkerSpec("cpu-2", CPU_POOL, cores + 1)]
+    share = max(1, cores // 2)
+    workers = [WorkerSpec("cpu-1", CPU_POOL, share), WorkerSpec("cpu-2", CPU_POOL, share)]
     if gpus:
         workers.append(WorkerSpec("gpu-1", GPU_POOL, gpus))
     return StackSettings(
@@ -122,16 +133,24 @@ def free_port() -> int:
 # ---------------------------------------------------------------- secrets
 
 
-def credentials(settings: StackSettings) -> dict[str, str]:
-    """The stack's secrets: from the environment, else from (or generated into) credentials.env."""
-    path = settings.state_dir / CREDENTIALS_FILE
+def stored_credentials(state_dir: Path) -> dict[str, str]:
+    """What credentials.env holds (nothing when it is missing); never generates."""
+    path = state_dir / CREDENTIALS_FILE
     stored: dict[str, str] = {}
     if path.is_file():
         for line in path.read_text().splitlines():
             name, sep, value = line.partition("=")
             if sep and not name.startswith("#"):
                 stored[name.removeprefix("export ").strip()] = value.strip().strip("'")
+    return stored
+
+
+def credentials(settings: StackSettings) -> dict[str, str]:
+    """The stack's secrets: from the environment, else from (or generated into) credentials.env."""
+    path = settings.state_dir / CREDENTIALS_FILE
+    stored = stored_credentials(settings.state_dir)
     wanted = {
+        PREFECT_AUTH_ENV: lambda: f"{PREFECT_USER}:{secrets.token_urlsafe(18)}",  # the UI asks for it whole
         ADMIN_PASSWORD_ENV: lambda: secrets.token_urlsafe(18),  # MLflow wants >= 12 characters
         WORKERS_PASSWORD_ENV: lambda: secrets.token_urlsafe(18),
         FLASK_SECRET_ENV: lambda: secrets.token_hex(24),
@@ -151,11 +170,13 @@ def client_env(settings: StackSettings, creds: dict[str, str]) -> dict[str, str]
     """What a worker or a user needs to reach the stack (the workers' account)."""
     return {
         "PREFECT_API_URL": settings.prefect_api_url,
+        "PREFECT_API_AUTH_STRING": creds[PREFECT_AUTH_ENV],
         "MLFLOW_TRACKING_URI": settings.mlflow_url,
         "MLFLOW_TRACKING_USERNAME": WORKERS_USER,
         "MLFLOW_TRACKING_PASSWORD": creds[WORKERS_PASSWORD_ENV],
         "AUTOML_EVAL_MODE": "team",
-        # Job flows keep their results here; a suite flow on this host reads them back from it.
+        # The jobs' parameters and results: a suite flow and the workers on this host share them.
+        # Across hosts, point PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK at shared storage.
         "PREFECT_LOCAL_STORAGE_PATH": str(settings.state_dir / "prefect-results"),
     }
 
@@ -229,7 +250,9 @@ def _base_env() -> dict[str, str]:
     env.update({"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
                 "PYTHONUNBUFFERED": "1"})
     # Secrets reach only the processes that need them, set explicitly below.
-    for name in (ADMIN_PASSWORD_ENV, WORKERS_PASSWORD_ENV, FLASK_SECRET_ENV, "MLFLOW_TRACKING_PASSWORD"):
+    # PREFECT_API_KEY is for Prefect Cloud: set, it would replace the auth string and be refused.
+    for name in (ADMIN_PASSWORD_ENV, WORKERS_PASSWORD_ENV, FLASK_SECRET_ENV, "MLFLOW_TRACKING_PASSWORD",
+                 PREFECT_AUTH_ENV, "PREFECT_API_AUTH_STRING", "PREFECT_API_KEY"):
         env.pop(name, None)
     return env
 
@@ -262,9 +285,10 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def start_prefect_server(settings: StackSettings) -> int:
+def start_prefect_server(settings: StackSettings, creds: dict[str, str]) -> int:
     env = _base_env()
     env.update({
+        PREFECT_AUTH_ENV: creds[PREFECT_AUTH_ENV],
         "PREFECT_HOME": str(settings.state_dir / "prefect"),
         "PREFECT_API_DATABASE_CONNECTION_URL": settings.database_url("prefect", "asyncpg"),
         "PREFECT_API_URL": settings.prefect_api_url,
@@ -323,9 +347,18 @@ def worker_env(settings: StackSettings, creds: dict[str, str], worker: WorkerSpe
 
 
 def start_worker(settings: StackSettings, creds: dict[str, str], worker: WorkerSpec) -> int:
-    argv = [_bin("prefect"), "worker", "start", "--pool", worker.pool, "--type", "process",
-            "--name", worker.name, "--limit", str(worker.limit)]
+    """A long-lived team worker (flows/team_worker.py): it takes jobs, never a process per job."""
+    argv = [sys.executable, "-m", "flows.team_worker", "--name", worker.name, "--kind", worker.pool,
+            "--limit", str(worker.limit)]
     return _spawn(settings, f"worker-{worker.name}", argv, worker_env(settings, creds, worker))
+
+
+def start_flow_worker(settings: StackSettings, creds: dict[str, str]) -> int:
+    """The process worker of pool `cpu` that runs the suite flows (nightly, manual)."""
+    spec = WorkerSpec(FLOW_WORKER, CPU_POOL, settings.suite_flows)
+    argv = [_bin("prefect"), "worker", "start", "--pool", CPU_POOL, "--type", "process",
+            "--name", FLOW_WORKER, "--limit", str(settings.suite_flows)]
+    return _spawn(settings, FLOW_WORKER, argv, worker_env(settings, creds, spec))
 
 
 # ---------------------------------------------------------------- what the servers must hold
@@ -363,8 +396,9 @@ def ensure_workers_user(settings: StackSettings, creds: dict[str, str]) -> None:
         raise UserError(f"MLflow refused to grant the workers' account write access (HTTP {status}).")
 
 
-def ensure_pools_and_limits(api_url: str, gpus: int) -> None:
-    """Work pools `cpu` and `gpu` (process type) and the GPU concurrency limit, idempotently."""
+def ensure_pools_and_limits(api_url: str, gpus: int, auth_string: str | None = None) -> None:
+    """Work pools `cpu` and `gpu` (process type) and the GPU concurrency limit, idempotently.
+    `auth_string`: the server's, where this process's settings do not carry it."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import (
         GlobalConcurrencyLimitCreate,
@@ -372,10 +406,13 @@ def ensure_pools_and_limits(api_url: str, gpus: int) -> None:
         WorkPoolCreate,
     )
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
     from prefect.workers.process import ProcessWorker
 
-    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
+    updates: dict[Any, Any] = {PREFECT_API_URL: api_url}
+    if auth_string:
+        updates[PREFECT_API_AUTH_STRING] = auth_string
+    with temporary_settings(updates), get_client(sync_client=True) as client:
         template = ProcessWorker.get_default_base_job_template()
         for pool in (CPU_POOL, GPU_POOL):
             with contextlib.suppress(ObjectAlreadyExists):
@@ -428,13 +465,14 @@ def up(settings: StackSettings) -> StackState:
     ensure_databases(settings)
     pids: dict[str, int] = {}
     try:
-        pids["prefect-server"] = start_prefect_server(settings)
+        pids["prefect-server"] = start_prefect_server(settings, creds)
         pids["mlflow-server"] = start_mlflow_server(settings, creds)
         _save_state(settings, pids)
         _wait_http(f"{settings.prefect_api_url}/health", pids["prefect-server"], "prefect-server", settings)
         _wait_http(f"{settings.mlflow_url}/health", pids["mlflow-server"], "mlflow-server", settings)
-        ensure_pools_and_limits(settings.prefect_api_url, settings.gpus)
+        ensure_pools_and_limits(settings.prefect_api_url, settings.gpus, creds[PREFECT_AUTH_ENV])
         ensure_workers_user(settings, creds)
+        pids[FLOW_WORKER] = start_flow_worker(settings, creds)
         for worker in settings.workers:
             pids[f"worker-{worker.name}"] = start_worker(settings, creds, worker)
         write_client_env(settings, creds)
@@ -494,7 +532,8 @@ def down(state_dir: Path) -> list[str]:
     state = read_state(state_dir)
     if state is None:
         return []
-    workers_first = dict(sorted(state.pids.items(), key=lambda item: not item[0].startswith("worker-")))
+    servers = ("prefect-server", "mlflow-server")
+    workers_first = dict(sorted(state.pids.items(), key=lambda item: item[0] in servers))
     stopped = _stop_pids(workers_first)
     _state_path(state_dir).unlink(missing_ok=True)
     return stopped

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tasks.plan import Job
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,3 +76,8 @@ def inside_project(path: Path, field: str) -> Path:
             f"{field}: {path} is outside the project ({root}); give a folder inside it, such as reports/NAME."
         )
     return resolved
+
+
+def job_dir_for(job: Job) -> Path:
+    """One folder per job key: a re-run of the same job replaces what an earlier attempt left."""
+    return runs_dir() / job.suite / job.key

@@ -1,5 +1,6 @@
-"""Team mode on real servers on 127.0.0.1: Prefect server, two process workers in pool `cpu`, an
-MLflow server on a throwaway PostgreSQL database with basic auth. One stack for the whole module."""
+"""Team mode on real servers on 127.0.0.1: a Prefect server that asks for its credential, the
+process worker of the suite flows, two long-lived team workers, an MLflow server on a throwaway
+PostgreSQL database with basic auth. One stack for the whole module."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ frameworks: [constant, hgb]
 folds: 2
 budget: test
 """
+FLAKY = PROJECT_ROOT / "tests" / "run_support" / "flaky_adapter.py"
 
 
 def _postgres_up() -> bool:
@@ -88,15 +90,18 @@ def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         prefect_port=team_stack.free_port(),
         mlflow_port=team_stack.free_port(),
         db_prefix=f"automl_eval_test_{uuid.uuid4().hex[:8]}",
-        workers=[team_stack.WorkerSpec("cpu-1", "cpu", 2), team_stack.WorkerSpec("cpu-2", "cpu", 2)],
+        # One job at a time each: the killed-worker test knows what each worker holds.
+        workers=[team_stack.WorkerSpec("cpu-1", "cpu", 1), team_stack.WorkerSpec("cpu-2", "cpu", 1)],
         worker_poll_s=2,
-        extra_worker_env={"AUTOML_EVAL_HOME": str(home), "AUTOML_EVAL_GPU_LOCKS": str(home / "gpu-locks")},
+        extra_worker_env={"AUTOML_EVAL_HOME": str(home), "AUTOML_EVAL_GPU_LOCKS": str(home / "gpu-locks"),
+                          "AUTOML_EVAL_HEARTBEAT_S": "1", "AUTOML_EVAL_EXTRA_ADAPTERS": str(FLAKY),
+                          "FLAKY_HOLD": str(home / "hold")},
     )
     try:
         team_stack.up(settings)
         creds = team_stack.credentials(settings)
         env = {**os.environ, **team_stack.client_env(settings, creds), "AUTOML_EVAL_HOME": str(home),
-               "PREFECT_LOGGING_LEVEL": "WARNING"}
+               "PREFECT_LOGGING_LEVEL": "WARNING", "AUTOML_EVAL_EXTRA_ADAPTERS": str(FLAKY)}
         deployed = subprocess.run([str(BIN / "automl-eval"), "deploy"], cwd=home, env=env,
                                   capture_output=True, text=True, timeout=300)
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
@@ -134,48 +139,115 @@ def test_no_secret_reaches_the_logs(team: Team) -> None:
         assert secret not in logs
 
 
-def _job_flow_runs(team: Team, suite_tag: str) -> list[Any]:
+def _prefect_settings(team: Team, auth: str | None = "ours") -> Any:
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    from flows.team_stack import PREFECT_AUTH_ENV
+
+    value = team.creds[PREFECT_AUTH_ENV] if auth == "ours" else auth
+    return temporary_settings({PREFECT_API_URL: team.settings.prefect_api_url,
+                               PREFECT_API_AUTH_STRING: value})
+
+
+def _heartbeats(team: Team) -> dict[str, Any]:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with temporary_settings({PREFECT_API_URL: team.settings.prefect_api_url}), \
-            get_client(sync_client=True) as client:
-        return list(client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"suite:{suite_tag}", "job"]))))
+    from flows.team_worker import read_heartbeats
+
+    with _prefect_settings(team), get_client(sync_client=True) as client:
+        return {beat.name: beat for beat in read_heartbeats(client)}
 
 
-def _tag(flow_run: Any, name: str) -> str:
-    return next((t.split(":", 1)[1] for t in flow_run.tags if t.startswith(f"{name}:")), "")
+def _prefect_status(team: Team, method: str, path: str, body: dict[str, Any] | None,
+                    auth: str | None) -> int:
+    headers = {"Content-Type": "application/json"}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + b64encode(auth.encode()).decode()
+    request = urllib.request.Request(f"{team.settings.prefect_api_url}{path}", method=method, headers=headers,
+                                     data=json.dumps(body).encode() if body is not None else None)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
 
 
-def test_manual_deployment_fans_jobs_out_to_both_workers(team: Team) -> None:
+def _websocket_answer(team: Team, path: str, token: str | None, *, subprotocol: bool = True) -> str:
+    """What the server says to a websocket client: 'auth_success', or how it closed the socket."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    url = team.settings.prefect_api_url.replace("http://", "ws://") + path
+    try:
+        with connect(url, subprotocols=["prefect"] if subprotocol else None, open_timeout=30) as socket:
+            socket.send(json.dumps({"type": "auth", "token": token}))
+            return str(json.loads(socket.recv(timeout=30)).get("type"))
+    except ConnectionClosed as exc:
+        return f"closed {exc.rcvd.code if exc.rcvd else 'without a code'}"
+    except Exception as exc:  # refused during the handshake
+        return f"refused {type(exc).__name__}"
+
+
+def test_prefect_server_refuses_requests_without_its_credential(team: Team) -> None:
+    from flows.team_stack import PREFECT_AUTH_ENV
+
+    ours = team.creds[PREFECT_AUTH_ENV]
+    assert _prefect_status(team, "POST", "/deployments/filter", {"limit": 5}, None) == 401
+    assert _prefect_status(team, "POST", "/deployments/filter", {"limit": 5}, "automl-eval:guess") == 401
+    assert _prefect_status(team, "POST", "/deployments/filter", {"limit": 5}, ours) == 200
+    # Triggering a deployment, the thing a stranger must never do.
+    from prefect.client.orchestration import get_client
+
+    with _prefect_settings(team), get_client(sync_client=True) as client:
+        manual = client.read_deployment_by_name("automl-eval-manual/manual")
+    trigger = f"/deployments/{manual.id}/create_flow_run"
+    body = {"parameters": {"suite": SUITE}}
+    assert _prefect_status(team, "POST", trigger, body, None) == 401
+    assert _prefect_status(team, "POST", trigger, body, "automl-eval:guess") == 401
+    with _prefect_settings(team, auth=None), get_client(sync_client=True) as client, \
+            pytest.raises(Exception, match="401"):
+        client.create_flow_run_from_deployment(manual.id, parameters={"suite": SUITE})
+    # The websockets: events in and out, and the one that hands jobs to workers.
+    for path in ("/events/in", "/events/out", "/task_runs/subscriptions/scheduled"):
+        assert _websocket_answer(team, path, None).startswith(("closed", "refused")), path
+        assert _websocket_answer(team, path, "automl-eval:guess").startswith(("closed", "refused")), path
+        assert _websocket_answer(team, path, None, subprotocol=False).startswith(("closed", "refused")), path
+    assert _websocket_answer(team, "/events/in", ours) == "auth_success"
+
+
+def test_manual_deployment_runs_its_jobs_on_the_long_lived_workers(team: Team) -> None:
     from prefect.deployments import run_deployment
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    before = _heartbeats(team)
+    assert {"cpu-1", "cpu-2"} <= set(before) and all(before[name].alive() for name in ("cpu-1", "cpu-2"))
     parameters = {"suite": SUITE, "frameworks": ["constant", "hgb"], "datasets": ["breast_cancer"],
                   "folds": 2, "budget": "test", "team": "qa"}
-    with temporary_settings({PREFECT_API_URL: team.settings.prefect_api_url}):
+    with _prefect_settings(team):
         flow_run = run_deployment("automl-eval-manual/manual", parameters=parameters, timeout=600,
                                   poll_interval=3)
     assert flow_run.state is not None and flow_run.state.is_completed(), flow_run.state
 
-    job_runs = [run for run in _job_flow_runs(team, SUITE) if run.parent_task_run_id is not None]
-    keys = {_tag(run, "job_key") for run in job_runs}
-    assert len(keys) == 4
-    assert all(run.state is not None and run.state.is_completed() for run in job_runs)
-    assert {_tag(run, "worker") for run in job_runs} == {"cpu-1", "cpu-2"}
+    # Both workers took jobs, and each is still the process it was: no process per job.
+    deadline = time.monotonic() + 60
+    after = _heartbeats(team)
+    while time.monotonic() < deadline and sum(after[n].done - before[n].done for n in ("cpu-1", "cpu-2")) < 4:
+        time.sleep(1)  # the heartbeat after the last job
+        after = _heartbeats(team)
+    for name in ("cpu-1", "cpu-2"):
+        assert after[name].pid == before[name].pid
+        assert after[name].done > before[name].done, f"worker {name} took no job"
+    assert sum(after[n].done - before[n].done for n in ("cpu-1", "cpu-2")) == 4
 
     # Every job is a finished run in the MLflow store on PostgreSQL, once, with the team tag.
     recorded = team.job_runs(_latest_execution(team))
-    assert sorted(key for key, _ in recorded) == sorted(keys)
+    assert len(recorded) == len({key for key, _ in recorded}) == 4
     assert {status for _, status in recorded} == {"ok"}
     teams = team.sql("SELECT DISTINCT value FROM tags WHERE key = 'team'")
     assert ("qa",) in teams
 
 
 def _run_suite(team: Team, *extra: str) -> subprocess.Popen[str]:
-    command = [str(BIN / "automl-eval"), "run", SUITE, "--frameworks", "constant", "--folds", "4", *extra]
+    command = [str(BIN / "automl-eval"), "run", SUITE, "--frameworks", "flaky", "--folds", "2", *extra]
     return subprocess.Popen(command, cwd=team.home, env=team.env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -188,63 +260,74 @@ def _latest_execution(team: Team) -> str:
     return rows[0][0]
 
 
-def test_killed_worker_jobs_are_rerun_and_recorded_once(team: Team) -> None:
+def test_killed_worker_jobs_are_failed_then_retried_and_recorded_once(team: Team) -> None:
     from flows import team_stack
 
-    earlier = {run.id for run in _job_flow_runs(team, SUITE)}
+    hold = team.home / "hold"  # the flaky jobs wait in their fit while it exists
+    hold.touch()
     suite = _run_suite(team, "--new")
     try:
-        victim = None
-        deadline = time.monotonic() + 300
-        while victim is None and time.monotonic() < deadline and suite.poll() is None:
-            runs = [run for run in _job_flow_runs(team, SUITE) if run.id not in earlier]
-            on_cpu2 = [run for run in runs if _tag(run, "worker") == "cpu-2" and _tag(run, "pid")
-                       and run.state is not None and run.state.is_running()]
-            # Kill while no job is between taken and started, so every job of cpu-2 is running.
-            if on_cpu2 and not any(run.state is not None and run.state.is_pending() for run in runs):
-                victim = on_cpu2[0]
+        # Two held jobs, one taken by each worker (the server hands them out in turn); kill cpu-2
+        # once it holds one, well within the job's time limit.
+        deadline = time.monotonic() + 900  # the suite's data gate comes first, slow on a busy host
+        while time.monotonic() < deadline and suite.poll() is None:
+            if _heartbeats(team)["cpu-2"].running:
+                break
             time.sleep(0.5)
-        assert victim is not None, "no job ran on worker cpu-2"
-        team_stack.kill_process(team.settings.state_dir, "worker-cpu-2")  # the worker and its jobs
+        else:
+            output = suite.communicate(timeout=60)[0] if suite.poll() is not None else ""
+            pytest.fail(f"worker cpu-2 never held a job: {output[-2000:]}")
+        team_stack.kill_process(team.settings.state_dir, "worker-cpu-2")  # the worker and its job
+        time.sleep(1)
+        hold.unlink()  # what cpu-1 holds goes on
         output, _ = suite.communicate(timeout=400)
     finally:
+        hold.unlink(missing_ok=True)
         if suite.poll() is None:
             suite.kill()
     assert suite.returncode == 0, output
 
-    execution_id = victim.parameters["context"]["execution"]["execution_id"]
-    first = dict(team.job_runs(execution_id))
-    assert len(first) == 4, output
-    lost = {key for key, status in first.items() if status == "failed"}
-    assert _tag(victim, "job_key") in lost
+    execution_id = _latest_execution(team)
+    first = team.job_runs(execution_id)
+    assert len(first) == 2, output
+    failed = [key for key, status in first if status == "failed"]
+    assert len(failed) >= 1, first  # the job(s) cpu-2 held; what cpu-1 held is ok
+    assert [status for _, status in first].count("ok") == 2 - len(failed)
+    for key in failed:
+        (reason,) = team.sql(
+            "SELECT t.value FROM tags t JOIN tags k ON k.run_uuid = t.run_uuid AND k.key = 'job_key' "
+            "AND k.value = %s WHERE t.key = 'error'", key)[0]
+        assert "lost" in reason and "cpu-2" in reason, reason
 
-    # The machine comes back; the re-run runs exactly the lost jobs.
-    worker = team_stack.WorkerSpec("cpu-2", "cpu", 2)
-    team_stack.restart_worker(team.settings, team.creds, worker)
+    # The machine comes back; the re-run runs exactly the lost job.
+    team_stack.restart_worker(team.settings, team.creds, team_stack.WorkerSpec("cpu-2", "cpu", 1))
     rerun = _run_suite(team, "--retry-failed")
     output, _ = rerun.communicate(timeout=400)
     assert rerun.returncode == 0, output
+    assert f"ran {len(failed)} now" in output, output  # exactly the lost jobs
 
     after = team.job_runs(execution_id)
     keys = [key for key, _ in after]
-    assert len(keys) == len(set(keys)) == 4, "a job key has two live runs"
+    assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
     assert {status for _, status in after} == {"ok"}
-    # The lost jobs ran again (their first flow runs never completed: their process was killed).
-    completed_here = {_tag(run, "job_key") for run in _job_flow_runs(team, SUITE)
-                      if run.parameters["context"]["execution"]["execution_id"] == execution_id
-                      and run.state is not None and run.state.is_completed()}
-    assert lost <= completed_here
 
 
 def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from prefect.settings import PREFECT_API_URL, PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_URL,
+        PREFECT_LOCAL_STORAGE_PATH,
+        PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW,
+        temporary_settings,
+    )
 
     for name, value in team.env.items():
         if name.startswith(("MLFLOW_", "AUTOML_EVAL_")):
             monkeypatch.setenv(name, value)
     from flows.benchmark import data_version
-    from flows.dispatch import JobContext, execute_jobs
+    from flows.dispatch import JobContext
+    from flows.team_dispatch import TeamDispatcher, choose_dispatcher
     from tasks.plan import make_jobs
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec
     from tasks.tracking import log as tracking
@@ -258,11 +341,16 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
     # The suite side runs here outside any flow (the suite flow would be its context): the
     # skipped job's record task then has no flow run to send its logs to, which is expected.
     with temporary_settings({PREFECT_API_URL: team.settings.prefect_api_url,
+                             PREFECT_API_AUTH_STRING: team.env["PREFECT_API_AUTH_STRING"],
+                             # The jobs' parameters go where the workers read them.
+                             PREFECT_LOCAL_STORAGE_PATH: team.env["PREFECT_LOCAL_STORAGE_PATH"],
                              PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW: "ignore"}):
         execution = tracking.start_execution("team_gpu", team="qa")
         contexts = {job.key: JobContext(execution=execution.__dict__, problem_type="binary", metric="auc")
                     for job in cpu_jobs + gpu_jobs}
-        outcomes = {o["job_key"]: o for o in execute_jobs(cpu_jobs + gpu_jobs, contexts)}
+        dispatcher = choose_dispatcher()  # AUTOML_EVAL_MODE=team, as the stack's clients have it
+        assert isinstance(dispatcher, TeamDispatcher)
+        outcomes = {o["job_key"]: o for o in dispatcher.run(cpu_jobs + gpu_jobs, contexts)}
 
     assert outcomes[cpu_jobs[0].key]["status"] == "ok"
     assert outcomes[gpu_jobs[0].key]["status"] == "skipped"

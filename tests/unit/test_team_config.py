@@ -16,11 +16,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 def test_prefect_yaml_declares_the_team_deployments() -> None:
     config = yaml.safe_load((PROJECT_ROOT / "prefect.yaml").read_text())
     deployments = {d["name"]: d for d in config["deployments"]}
-    assert set(deployments) == {"nightly", "manual", "job", "job-gpu"}
+    # Jobs are no deployments of their own: long-lived workers take them (flows/team_worker.py).
+    assert set(deployments) == {"nightly", "manual"}
     assert deployments["nightly"]["schedules"][0]["timezone"] == "UTC"
     assert "schedules" not in deployments["manual"]
-    assert {d["work_pool"]["name"] for d in deployments.values()} == {"cpu", "gpu"}
-    assert deployments["job-gpu"]["work_pool"]["name"] == "gpu"
+    assert {d["work_pool"]["name"] for d in deployments.values()} == {"cpu"}
     for deployment in deployments.values():
         path, _, function = deployment["entrypoint"].partition(":")
         assert (PROJECT_ROOT / path).is_file()
@@ -61,7 +61,8 @@ def test_manual_form_offers_the_suites_and_budgets_as_choices(tmp_path: Path,
 def test_team_mode_without_a_prefect_server_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.dispatch import JobContext, execute_jobs
+    from flows.dispatch import JobContext
+    from flows.team_dispatch import TeamDispatcher, choose_dispatcher
     from tasks.errors import UserError
     from tasks.plan import make_jobs
     from tasks.specs import Budget, FrameworkRef
@@ -71,8 +72,10 @@ def test_team_mode_without_a_prefect_server_is_one_clear_error(monkeypatch: pyte
                      Budget(name="test", time_s=5, cores=1, memory_mb=512))
     contexts = {job.key: JobContext(execution={}, problem_type="multiclass", metric="logloss")
                 for job in jobs}
+    dispatcher = choose_dispatcher()
+    assert isinstance(dispatcher, TeamDispatcher)
     with temporary_settings({PREFECT_API_URL: None}), pytest.raises(UserError, match="PREFECT_API_URL"):
-        execute_jobs(jobs, contexts)
+        dispatcher.run(jobs, contexts)
 
 
 def test_stack_secrets_come_from_the_environment_or_a_private_file(tmp_path: Path,
@@ -80,7 +83,8 @@ def test_stack_secrets_come_from_the_environment_or_a_private_file(tmp_path: Pat
     from flows import team_stack
 
     settings = team_stack.StackSettings(state_dir=tmp_path / ".team")
-    for name in (team_stack.ADMIN_PASSWORD_ENV, team_stack.WORKERS_PASSWORD_ENV, team_stack.FLASK_SECRET_ENV):
+    for name in (team_stack.ADMIN_PASSWORD_ENV, team_stack.WORKERS_PASSWORD_ENV, team_stack.FLASK_SECRET_ENV,
+                 team_stack.PREFECT_AUTH_ENV):
         monkeypatch.delenv(name, raising=False)
     first = team_stack.credentials(settings)
     path = settings.state_dir / team_stack.CREDENTIALS_FILE
@@ -92,3 +96,11 @@ def test_stack_secrets_come_from_the_environment_or_a_private_file(tmp_path: Pat
     env = team_stack.client_env(settings, team_stack.credentials(settings))
     assert env["MLFLOW_TRACKING_USERNAME"] == team_stack.WORKERS_USER
     assert env["AUTOML_EVAL_MODE"] == "team"
+    # The Prefect server's credential: generated as user:secret (the UI asks for it whole), and
+    # handed to clients under the client-side name; Prefect Cloud's API key never reaches them.
+    auth = first[team_stack.PREFECT_AUTH_ENV]
+    assert auth.startswith(f"{team_stack.PREFECT_USER}:") and len(auth.split(":", 1)[1]) >= 20
+    assert env["PREFECT_API_AUTH_STRING"] == auth
+    monkeypatch.setenv("PREFECT_API_KEY", "a-cloud-key")
+    worker = team_stack.WorkerSpec("w", "cpu", 1)
+    assert "PREFECT_API_KEY" not in team_stack.worker_env(settings, first, worker)

@@ -1,0 +1,79 @@
+"""Team mode without servers: when the dispatcher takes a job as lost, from the workers' heartbeats."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+import time
+from uuid import uuid4
+
+from flows.team_dispatch import _Submitted
+from flows.team_worker import MISSED_BEATS, Heartbeat, variable_name
+from tasks.plan import Job
+from tasks.specs import Budget
+
+JOB = Job("s", "penguins", "v", "constant", None, 0, 0, Budget(name="test", time_s=5, cores=1, memory_mb=512))
+
+
+def _beat(name: str, *, host: str = "elsewhere", pid: int = 1, age_s: float = 0.0,
+          holds: str = "") -> Heartbeat:
+    return Heartbeat(name=name, host=host, kind="cpu", pid=pid, limit=1, running=[holds] if holds else [],
+                     beat_unix=time.time() - age_s, interval_s=5.0)
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_queued_job_is_never_lost() -> None:
+    submitted = _Submitted(JOB, uuid4(), time.time())
+    assert submitted.lost_reason(None, {}, time.time() + 3600) == ""
+
+
+def test_a_job_held_by_a_live_worker_is_not_lost() -> None:
+    submitted = _Submitted(JOB, uuid4(), time.time())
+    beat = _beat("w1", holds=str(submitted.run_id))
+    assert submitted.lost_reason(beat, {"w1": beat}, time.time()) == ""
+
+
+def test_a_job_held_by_a_worker_elsewhere_is_lost_when_its_heartbeat_goes_stale() -> None:
+    submitted = _Submitted(JOB, uuid4(), time.time())
+    stale = _beat("w1", age_s=MISSED_BEATS * 5.0 + 1, holds=str(submitted.run_id))
+    reason = submitted.lost_reason(stale, {"w1": stale}, time.time())
+    assert "w1" in reason and "heartbeat" in reason
+
+
+def test_a_job_held_by_a_dead_process_on_this_host_is_lost_at_once() -> None:
+    submitted = _Submitted(JOB, uuid4(), time.time())
+    beat = _beat("w1", host=platform.node(), pid=_dead_pid(), holds=str(submitted.run_id))
+    assert "stopped" in submitted.lost_reason(beat, {"w1": beat}, time.time())
+
+
+def test_a_busy_host_delaying_heartbeats_does_not_lose_a_live_local_worker() -> None:
+    import os
+
+    submitted = _Submitted(JOB, uuid4(), time.time())
+    late = _beat("w1", host=platform.node(), pid=os.getpid(), age_s=600, holds=str(submitted.run_id))
+    assert submitted.lost_reason(late, {"w1": late}, time.time()) == ""
+
+
+def test_a_job_its_restarted_worker_no_longer_holds_is_lost_after_the_missed_beats() -> None:
+    submitted = _Submitted(JOB, uuid4(), time.time())
+    held = _beat("w1", holds=str(submitted.run_id))
+    now = time.time()
+    assert submitted.lost_reason(held, {"w1": held}, now) == ""
+    restarted = _beat("w1")  # same name, a fresh process: it does not hold the job
+    assert submitted.lost_reason(None, {"w1": restarted}, now + 1) == ""  # a beat may lag
+    later = now + 2 + MISSED_BEATS * 5.0
+    restarted.beat_unix = later  # it keeps beating, without the job
+    reason = submitted.lost_reason(None, {"w1": restarted}, later)
+    assert "w1" in reason and "no longer holds" in reason
+
+
+def test_heartbeat_variable_names_are_valid_prefect_variable_names() -> None:
+    name = variable_name("GPU Host.1/a")
+    assert name.startswith("automl-eval-worker--")
+    assert set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789-_")
