@@ -226,6 +226,15 @@ def leaderboard(records: list[Record]) -> list[LeaderboardRow]:
     return sorted(rows, key=lambda row: (row.dataset, row.result_mean is None, -(row.result_mean or 0.0)))
 
 
+def best_frameworks(rows: list[LeaderboardRow]) -> dict[str, str]:
+    """dataset -> the framework with the best mean result (rows come sorted best first)."""
+    best: dict[str, str] = {}
+    for row in rows:
+        if row.result_mean is not None:
+            best.setdefault(row.dataset, row.framework)
+    return best
+
+
 def summary_markdown(suite: str, execution_id: str, rows: list[LeaderboardRow], counts: dict[str, int],
                      gate_failures: dict[str, str]) -> str:
     lines = [f"# {suite}: execution `{execution_id}`", ""]
@@ -420,7 +429,8 @@ def benchmark(
         try:
             if covers_execution:
                 tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures,
-                                          data_gate_accepted=accepted)
+                                          data_gate_accepted=accepted, counts=counts,
+                                          best=best_frameworks(rows))
             else:
                 tracking.mark_unfinished(chosen)
         except Exception as exc:
