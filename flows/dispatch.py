@@ -183,9 +183,25 @@ def run_one_job(job_dict: dict[str, Any], context: dict[str, Any], job_label: st
             _gpu_pool.give_back(devices)
     mark_result_final(job_dir)
     recorded = _record(job_dir)
+    if recorded:
+        _log_run_link(job, result.status, job_context.execution, recorded)
     if _listener is not None:
         _listener.job_finished(job, result)
     return {"job_key": job.key, "status": result.status, "run_id": recorded, "job_dir": str(job_dir)}
+
+
+def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str) -> None:
+    """One line in the job's Prefect log: where its MLflow run is."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    from tasks.tracking.store import run_url
+
+    try:
+        run_logger: Any = get_run_logger()
+    except MissingContextError:  # called outside a task or flow run (tests, sync)
+        run_logger = logger
+    run_logger.info("%s %s: MLflow run %s", job.label, status, run_url(execution["experiment_id"], run_id))
 
 
 def _record(job_dir: Path) -> str | None:

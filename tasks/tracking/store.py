@@ -154,3 +154,20 @@ def run_url(experiment_id: str, run_id: str) -> str:
 def artifact_url(run_id: str, path: str) -> str:
     """A run's artifact as the tracking server serves it (what a browser can load as an image)."""
     return f"{ui_url()}/get-artifact?path={path}&run_uuid={run_id}"
+
+
+def suite_runs_url(suite: str) -> str | None:
+    """The runs table of a suite's experiment, or None if the store has no run of it yet."""
+    experiment = client().get_experiment_by_name(suite)
+    return experiment_url(experiment.experiment_id) if experiment is not None else None
+
+
+if __name__ == "__main__":  # `make ui` prints where to click first
+    import sys
+
+    suite_name = sys.argv[1] if len(sys.argv) > 1 else "smoke"
+    link = suite_runs_url(suite_name)
+    if link is None:
+        print(f"MLflow UI on {ui_url()}: no runs of suite '{suite_name}' yet (`automl-eval run {suite_name}`).")
+    else:
+        print(f"MLflow UI: the runs of suite '{suite_name}' are at {link}")
