@@ -240,7 +240,7 @@ def summary_markdown(suite: str, execution_id: str, rows: list[LeaderboardRow], 
                      job_links: list[tuple[str, str, str]] | None = None) -> str:
     """The execution's summary; `execution_url` links its MLflow parent run, `job_links` lists
     (run name, status, URL) of each job run."""
-    title = f"[`{execution_id}`]({execution_url})" if execution_url else f"`{execution_id}`"
+    title = f"[{execution_id}]({execution_url})" if execution_url else f"`{execution_id}`"
     lines = [f"# {suite}: execution {title}", ""]
     if execution_url:
         lines += [f"MLflow: [the execution]({execution_url}) (parent run; its job runs are its children)", ""]

@@ -718,28 +718,40 @@ def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, jo
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
     signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE)
-    # The logged model made here and Model.log given its id, not pyfunc.log_model inside start_run:
-    # no active run to start and end (requests and a printed link per job), no thread-local state.
-    logged_model = store.client().create_logged_model(
-        experiment_id, name=PYFUNC_NAME, source_run_id=run_id, params=_job_params(job))
-    mlflow.models.Model.log(
-        flavor=_PyfuncFlavor,
-        flavor_name="pyfunc.CustomPythonModel",
-        run_id=run_id,
-        model_id=logged_model.model_id,
-        artifact_path=None,
-        name=PYFUNC_NAME,
-        python_model=AdapterPyfunc(),
-        artifacts={"model_dir": str(job_dir / MODEL_DIR)},
-        signature=signature,
-        input_example=example,
-        code_paths=model_code_paths(),  # self-contained: served from any directory
-        # Given, not inferred: inference loads the model in a subprocess, seconds per job.
-        pip_requirements=requirements(job.framework, result.framework_version),
-        # Model.log would otherwise load the model here to predict the example (an H2O model
-        # would start a JVM in the harness).
-        validate_serving_input=False,
-    )
+
+    def log_model(signature: Any, example: Any) -> None:
+        # The logged model made here and Model.log given its id, not pyfunc.log_model inside
+        # start_run: no active run to start and end (requests and a printed link per job), no
+        # thread-local state.
+        logged_model = store.client().create_logged_model(
+            experiment_id, name=PYFUNC_NAME, source_run_id=run_id, params=_job_params(job))
+        mlflow.models.Model.log(
+            flavor=_PyfuncFlavor,
+            flavor_name="pyfunc.CustomPythonModel",
+            run_id=run_id,
+            model_id=logged_model.model_id,
+            artifact_path=None,
+            name=PYFUNC_NAME,
+            python_model=AdapterPyfunc(),
+            artifacts={"model_dir": str(job_dir / MODEL_DIR)},
+            signature=signature,
+            input_example=example,
+            code_paths=model_code_paths(),  # self-contained: served from any directory
+            # Given, not inferred: inference loads the model in a subprocess, seconds per job.
+            pip_requirements=requirements(job.framework, result.framework_version),
+            # Model.log would otherwise load the model here to predict the example (an H2O model
+            # would start a JVM in the harness).
+            validate_serving_input=False,
+        )
+
+    try:
+        log_model(signature, example)
+    except mlflow.exceptions.MlflowException as exc:
+        if signature is None:
+            raise
+        # An example MLflow cannot hold to its own schema must not cost the job its record.
+        logger.warning("%s: model logged without a signature (%s)", job.label, str(exc).splitlines()[0])
+        log_model(None, None)
 
 
 class _PyfuncFlavor:

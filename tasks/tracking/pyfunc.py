@@ -138,6 +138,9 @@ def signature_and_example(example_file: Path, predictions_file: Path) -> tuple[A
         return None, None
     try:
         example = pd.read_parquet(example_file).head(EXAMPLE_ROWS)
+        # What a client sends is JSON: a category column arrives as strings, and is declared so.
+        for column in example.select_dtypes("category").columns:
+            example[column] = example[column].astype(object).where(example[column].notna(), None)
         output = None
         if predictions_file.is_file():
             predictions = pd.read_csv(predictions_file, nrows=EXAMPLE_ROWS)

@@ -142,13 +142,18 @@ def ui_url() -> str:
     return EMBEDDED_UI_URL
 
 
+# MLflow 3's UI picks its GenAI or model-training pages by this query (or the user's last toggle),
+# whatever the experiment's kind tag says; links into it ask for the model-training pages.
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
 def experiment_url(experiment_id: str) -> str:
     """The experiment's runs table (not its traces page)."""
-    return f"{ui_url()}/#/experiments/{experiment_id}/runs"
+    return f"{ui_url()}/#/experiments/{experiment_id}/runs?{MODEL_TRAINING_VIEW}"
 
 
 def run_url(experiment_id: str, run_id: str) -> str:
-    return f"{ui_url()}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{ui_url()}/#/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
 
 
 def artifact_url(run_id: str, path: str) -> str:
@@ -168,6 +173,7 @@ if __name__ == "__main__":  # `make ui` prints where to click first
     suite_name = sys.argv[1] if len(sys.argv) > 1 else "smoke"
     link = suite_runs_url(suite_name)
     if link is None:
-        print(f"MLflow UI on {ui_url()}: no runs of suite '{suite_name}' yet (`automl-eval run {suite_name}`).")
+        print(f"MLflow UI on {ui_url()}: no runs of suite '{suite_name}' yet "
+              f"(`automl-eval run {suite_name}`).")
     else:
         print(f"MLflow UI: the runs of suite '{suite_name}' are at {link}")

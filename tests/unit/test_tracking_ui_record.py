@@ -110,8 +110,9 @@ def test_a_finished_execution_carries_its_key_numbers(home: Path) -> None:
 
 def test_links_point_at_the_runs_table_and_strip_credentials(home: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    assert store.experiment_url("3") == "http://127.0.0.1:5000/#/experiments/3/runs"
+    view = "?workflowType=machine_learning"  # MLflow 3's model-training pages, not its GenAI ones
+    assert store.experiment_url("3") == f"http://127.0.0.1:5000/#/experiments/3/runs{view}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://admin:secret@127.0.0.1:5050/")
-    assert store.run_url("3", "abc") == "http://127.0.0.1:5050/#/experiments/3/runs/abc"
+    assert store.run_url("3", "abc") == f"http://127.0.0.1:5050/#/experiments/3/runs/abc{view}"
     monkeypatch.setenv(store.UI_URL_ENV, "https://mlflow.example.org/")
-    assert store.experiment_url("3") == "https://mlflow.example.org/#/experiments/3/runs"
+    assert store.experiment_url("3") == f"https://mlflow.example.org/#/experiments/3/runs{view}"
