@@ -29,9 +29,11 @@ def manual_run(team: Team) -> Any:
         done = [run for run in runs if run.state is not None and run.state.is_completed()]
         if done:
             return done[0]
+        # _sync: Playwright's sync API keeps an event loop, which would make this return a coroutine.
         flow_run = run_deployment(MANUAL, flow_run_name=TYPED_RUN_NAME, timeout=600, poll_interval=3,
                                   parameters={"suite": SUITE, "frameworks": ["constant"],
-                                              "datasets": ["breast_cancer"], "folds": 1, "budget": "test"})
+                                              "datasets": ["breast_cancer"], "folds": 1, "budget": "test"},
+                                  _sync=True)
     assert flow_run.state is not None and flow_run.state.is_completed(), flow_run.state
     return flow_run
 
