@@ -195,13 +195,19 @@ def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str)
     from prefect.exceptions import MissingContextError
     from prefect.logging import get_run_logger
 
-    from tasks.tracking.store import run_url
+    from tasks.tracking import store
 
     try:
         run_logger: Any = get_run_logger()
     except MissingContextError:  # called outside a task or flow run (tests, sync)
         run_logger = logger
-    run_logger.info("%s %s: MLflow run %s", job.label, status, run_url(execution["experiment_id"], run_id))
+    experiment_id = execution.get("experiment_id", "")
+    if execution.get("offline") or not experiment_id:  # its parent run was made after the job started
+        try:
+            experiment_id = store.client().get_run(run_id).info.experiment_id
+        except Exception:  # the link is a convenience; the record is what matters
+            return
+    run_logger.info("%s %s: MLflow run %s", job.label, status, store.run_url(experiment_id, run_id))
 
 
 def _record(job_dir: Path) -> str | None:

@@ -16,9 +16,18 @@ from tasks.specs import Budget
 from tasks.tracking import log as tracking
 
 BUDGET = Budget(name="test", time_s=5, cores=1, memory_mb=1024)
-# The job's own times as the harness writes them (a 42.5 s job, long before it is logged).
+# The job's own times as the harness writes them (a 42.5 s job, long before it is logged); each
+# fold's job a minute after the previous one's, so jobs keep the order they ran in.
 STARTED_UTC = "2026-01-02T03:04:05.250+00:00"
 ENDED_UTC = "2026-01-02T03:04:47.750+00:00"
+
+
+def job_times(fold: int) -> tuple[str, str]:
+    from datetime import datetime, timedelta
+
+    shift = timedelta(minutes=fold)
+    return tuple((datetime.fromisoformat(t) + shift).isoformat(timespec="milliseconds")  # type: ignore[return-value]
+                 for t in (STARTED_UTC, ENDED_UTC))
 
 
 def make_job(fold: int = 0, framework: str = "constant") -> Job:
@@ -34,7 +43,7 @@ def write_job_folder(job_dir: Path, job: Job, status: str = "ok") -> JobResult:
     version = CONSTANT.version() or ""
     result = JobResult(job_key=job.key, status=status, framework_version=version,
                        host={"host": "h", "cpu_model": "cpu", "gpu_model": "none"},
-                       started_utc=STARTED_UTC, ended_utc=ENDED_UTC)
+                       started_utc=job_times(job.fold)[0], ended_utc=job_times(job.fold)[1])
     if status == "ok":
         model = CONSTANT.fit(X, y, task=task, budget=BUDGET, params={}, workdir=job_dir, seed=0)
         model.save(job_dir / MODEL_DIR)
