@@ -37,7 +37,9 @@ test-unit: setup
 bench: data  ## benchmarks that print figures (not tests)
 	$(BIN)/python -m bench
 
-ui: setup  ## MLflow UI on the embedded store, http://127.0.0.1:5000
+UI_SUITE ?= smoke
+ui: setup  ## MLflow UI on the embedded store, http://127.0.0.1:5000; prints the link to the suite's runs
+	@env -u MLFLOW_TRACKING_URI $(BIN)/python -m tasks.tracking.store $(UI_SUITE) 2>/dev/null || true
 	$(BIN)/mlflow ui --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow/mlflow.db --default-artifact-root ./mlflow/artifacts
 
 lint: setup

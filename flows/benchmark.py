@@ -228,9 +228,24 @@ def leaderboard(records: list[Record]) -> list[LeaderboardRow]:
     return sorted(rows, key=lambda row: (row.dataset, row.result_mean is None, -(row.result_mean or 0.0)))
 
 
+def best_frameworks(rows: list[LeaderboardRow]) -> dict[str, str]:
+    """dataset -> the framework with the best mean result (rows come sorted best first)."""
+    best: dict[str, str] = {}
+    for row in rows:
+        if row.result_mean is not None:
+            best.setdefault(row.dataset, row.framework)
+    return best
+
+
 def summary_markdown(suite: str, execution_id: str, rows: list[LeaderboardRow], counts: dict[str, int],
-                     gate_failures: dict[str, str]) -> str:
-    lines = [f"# {suite}: execution `{execution_id}`", ""]
+                     gate_failures: dict[str, str], *, execution_url: str = "",
+                     job_links: list[tuple[str, str, str]] | None = None) -> str:
+    """The execution's summary; `execution_url` links its MLflow parent run, `job_links` lists
+    (run name, status, URL) of each job run."""
+    title = f"[{execution_id}]({execution_url})" if execution_url else f"`{execution_id}`"
+    lines = [f"# {suite}: execution {title}", ""]
+    if execution_url:
+        lines += [f"MLflow: [the execution]({execution_url}) (parent run; its job runs are its children)", ""]
     lines.append("Jobs: " + ", ".join(f"{status} {count}" for status, count in sorted(counts.items())))
     if gate_failures:
         lines += ["", "Datasets skipped by the data gate:"]
@@ -240,6 +255,9 @@ def summary_markdown(suite: str, execution_id: str, rows: list[LeaderboardRow], 
         headers = list(table[0])
         lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
         lines += ["| " + " | ".join(str(row[h]) for h in headers) + " |" for row in table]
+    if job_links:
+        lines += ["", "Job runs in MLflow:", ""]
+        lines += [f"- [{name}]({url}) {status}" for name, status, url in job_links]
     return "\n".join(lines) + "\n"
 
 
@@ -406,18 +424,22 @@ def benchmark(
     counts: dict[str, int] = {}
     for record in records:
         counts[record.result.status] = counts.get(record.result.status, 0) + 1
-    markdown = summary_markdown(plan.suite.name, chosen.execution_id, rows, counts, gate_failures)
+    execution_url, job_links = _mlflow_links(chosen, jobs)
+    markdown = summary_markdown(plan.suite.name, chosen.execution_id, rows, counts, gate_failures,
+                                execution_url=execution_url, job_links=job_links)
     create_table_artifact(key=_artifact_key(plan.suite.name, "leaderboard"),
                           table=[row.as_table_row() for row in rows],
-                          description=f"Leaderboard of {plan.suite.name}, execution {chosen.execution_id}")
+                          description=f"Leaderboard of {plan.suite.name}, execution "
+                                      f"[{chosen.execution_id}]({execution_url}) in MLflow")
     create_markdown_artifact(key=_artifact_key(plan.suite.name, "summary"), markdown=markdown,
-                             description=f"Summary of {plan.suite.name}")
+                             description=f"Summary of {plan.suite.name}, with links to MLflow")
     accepted = {name: gate["accepted"] for name, gate in gates.items() if gate.get("accepted")}
     if not store_away:
         try:
             if covers_execution:
                 tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures,
-                                          data_gate_accepted=accepted)
+                                          data_gate_accepted=accepted, counts=counts,
+                                          best=best_frameworks(rows))
             else:
                 tracking.mark_unfinished(chosen)
         except Exception as exc:
@@ -441,6 +463,18 @@ def benchmark(
         "waiting": {"count": waiting.count, "reason": waiting.reason},
         "execution_url": tracking.execution_url(chosen),
     }
+
+
+def _mlflow_links(execution: Any, jobs: list[Job]) -> tuple[str, list[tuple[str, str, str]]]:
+    """The execution's MLflow URL, and (run name, status, URL) of each of its recorded job runs."""
+    from tasks.tracking import log as tracking
+    from tasks.tracking.store import run_url
+
+    recorded = tracking.recorded_jobs(execution.execution_id)
+    links = [(tracking.job_run_name(job), recorded[job.key].status,
+              run_url(execution.experiment_id, recorded[job.key].run_id))
+             for job in jobs if job.key in recorded]
+    return run_url(execution.experiment_id, execution.execution_id), links
 
 
 def report_and_publish(execution_id: str, suite: str) -> str:

@@ -57,6 +57,7 @@ def deploy(
                              "limit); default $AUTOML_EVAL_GPUS or this host's GPUs."),
 ) -> None:
     """Register the nightly, manual and job deployments on the running Prefect server."""
+    from flows.deployments import DEPLOY_GPUS_ENV
     from flows.team_stack import ensure_pools_and_limits
     from tasks.gpus import visible_gpu_count
 
@@ -70,6 +71,7 @@ def deploy(
     env = dict(os.environ)
     env[CRON_ENV] = cron or os.environ.get(CRON_ENV) or DEFAULT_NIGHTLY_CRON
     env.setdefault("AUTOML_EVAL_HOME", str(root))
+    env[DEPLOY_GPUS_ENV] = str(gpu_count)  # the manual form lists GPU budgets only if the team has GPUs
     command = [str(Path(sys.executable).parent / "prefect"), "--no-prompt", "deploy", "--all"]
     completed = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if completed.returncode != 0:

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from typing import Any, Literal
 
 from prefect import flow, tags
+from pydantic import Field
 
 from tasks import paths
 
 logger = logging.getLogger("automl_eval.deployments")
+
+# Set by `automl-eval deploy` for `prefect deploy` only: the GPUs the team has. The form then
+# offers GPU budgets only where they can run; at run time (unset) every budget is accepted.
+DEPLOY_GPUS_ENV = "AUTOML_EVAL_DEPLOY_GPUS"
 
 
 def _names(folder_glob: str) -> tuple[str, ...]:
@@ -30,37 +36,92 @@ def _budget_names() -> tuple[str, ...]:
     try:
         from tasks.specs import load_budgets
 
-        return tuple(load_budgets())
+        budgets = load_budgets()
     except Exception:  # a broken budgets.yaml is reported by the run itself, with the file named
         return ()
+    team_gpus = os.environ.get(DEPLOY_GPUS_ENV, "").strip()
+    if team_gpus.isdigit():
+        return tuple(name for name, budget in budgets.items() if budget.gpus <= int(team_gpus))
+    return tuple(budgets)
 
 
-# Literal types built from specs/ so the Prefect UI offers the suites and budgets as choices.
+def _framework_choices() -> tuple[str, ...]:
+    """The registry's frameworks, plus the `name:variant` ids the suites use."""
+    choices: set[str] = set()
+    try:
+        from tasks.frameworks.registry import all_adapters
+
+        choices.update(all_adapters())
+    except Exception as exc:  # an extra adapter that fails to load is reported when a run uses it
+        logger.warning("framework choices without the registry: %s", exc)
+    choices.update(_suite_entries("frameworks"))
+    return tuple(sorted(choices))
+
+
+def _suite_entries(field: str) -> set[str]:
+    from tasks.specs import load_suite
+
+    entries: set[str] = set()
+    for name in _names("suites/*.yaml"):
+        try:
+            suite = load_suite(name)
+        except Exception:  # a broken suite is reported when it runs
+            continue
+        if field == "frameworks":
+            entries.update(ref.id for ref in suite.frameworks)
+        else:
+            entries.update(suite.datasets)
+    return entries
+
+
+# Literal types built from specs/ and the registry, so the Prefect UI offers choices, not free text.
 _SUITES = _names("suites/*.yaml")
 _BUDGETS = _budget_names()
+_FRAMEWORKS = _framework_choices()
+_DATASETS = tuple(sorted(set(_names("datasets/*.yaml")) | _suite_entries("datasets")))
 SuiteName = Literal[_SUITES] if _SUITES else str  # type: ignore[valid-type]
 BudgetName = Literal[_BUDGETS] if _BUDGETS else str  # type: ignore[valid-type]
+FrameworkName = Literal[_FRAMEWORKS] if _FRAMEWORKS else str  # type: ignore[valid-type]
+DatasetName = Literal[_DATASETS] if _DATASETS else str  # type: ignore[valid-type]
 DEFAULT_SUITE = "smoke" if "smoke" in _SUITES or not _SUITES else _SUITES[0]
 NIGHTLY_SUITE = "nightly" if "nightly" in _SUITES or not _SUITES else DEFAULT_SUITE
 
+# What the form says under each field (Prefect shows pydantic descriptions).
+MANUAL_FIELDS = {
+    "suite": "The suite to run (specs/suites/NAME.yaml): its datasets, frameworks, folds, seeds and budget.",
+    "frameworks": "Run only these frameworks. None (empty): every framework the suite lists.",
+    "datasets": "Run only these datasets (cards in specs/datasets/). None (empty): every dataset of the "
+                "suite.",
+    "folds": "Use the first N saved folds of each dataset. None (empty): as many as the suite says.",
+    "budget": "Time, cores, memory and GPUs per job (specs/budgets.yaml). None (empty): the suite's "
+              "budget. Budgets that need GPUs are listed only when the team has GPU workers.",
+    "team": "A team tag on every MLflow run, to filter and compare by team. Empty: no team.",
+}
 
-@flow(name="automl-eval-manual", flow_run_name="manual-{suite}", log_prints=True)
+
+@flow(name="automl-eval-manual", log_prints=True)
 def manual(
-    suite: SuiteName = DEFAULT_SUITE,  # type: ignore[valid-type]
-    frameworks: list[str] | None = None,
-    datasets: list[str] | None = None,
-    folds: int | None = None,
-    budget: BudgetName | None = None,  # type: ignore[valid-type]
-    team: str = "",
+    # Descriptions as Field defaults: that is where Prefect reads them for the form.
+    suite: SuiteName = Field(DEFAULT_SUITE, description=MANUAL_FIELDS["suite"]),  # type: ignore[valid-type]
+    frameworks: list[FrameworkName] | None = Field(None, description=MANUAL_FIELDS["frameworks"]),  # type: ignore[valid-type]
+    datasets: list[DatasetName] | None = Field(None, description=MANUAL_FIELDS["datasets"]),  # type: ignore[valid-type]
+    folds: int | None = Field(None, description=MANUAL_FIELDS["folds"]),
+    budget: BudgetName | None = Field(None, description=MANUAL_FIELDS["budget"]),  # type: ignore[valid-type]
+    team: str = Field("", description=MANUAL_FIELDS["team"]),
 ) -> dict[str, Any]:
-    """Run a suite by hand. Empty frameworks/datasets/folds/budget mean: as the suite says."""
+    """Run a suite by hand. Empty frameworks/datasets/folds/budget mean: as the suite says.
+
+    No flow_run_name: the name typed in the form (or Prefect's own) is kept. The suite runs in
+    this flow run, not a subflow, so its artifacts (leaderboard, summary, report) are on the run
+    the user started.
+    """
     from flows.benchmark import benchmark
     from tasks.specs import check_plain_names
 
     check_plain_names("manual form", suite=suite, frameworks=frameworks, datasets=datasets, budget=budget)
 
-    return benchmark(suite=suite, frameworks=frameworks or None, datasets=datasets or None,
-                     folds=folds, budget=budget, team=team or None, execution="new", trigger="manual")
+    return benchmark.fn(suite=suite, frameworks=frameworks or None, datasets=datasets or None,
+                        folds=folds, budget=budget, team=team or None, execution="new", trigger="manual")
 
 
 @flow(name="automl-eval-nightly", flow_run_name="nightly-{suite}", log_prints=True)
@@ -71,7 +132,8 @@ def nightly(suite: str = NIGHTLY_SUITE, team: str = "nightly") -> Any:
     from flows.benchmark import benchmark
 
     with tags("nightly"):
-        outcome = benchmark(suite=suite, team=team, execution="new", trigger="nightly")
+        # In this flow run (not a subflow): the nightly's artifacts are on the run Prefect shows.
+        outcome = benchmark.fn(suite=suite, team=team, execution="new", trigger="nightly")
     regressed = _compare_with_previous_nightly(outcome)
     return regressed if regressed is not None else outcome
 

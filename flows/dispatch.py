@@ -136,7 +136,29 @@ def run_and_record(job: Job, context: JobContext, gpu_devices: list[int] | None,
         logger.warning("%s finished after the suite gave it up; its result stays in %s.", job.label, job_dir)
         return result, outcome
     outcome["run_id"] = _record(job_dir)
+    if outcome["run_id"]:
+        _log_run_link(job, result.status, context.execution, outcome["run_id"])
     return result, outcome
+
+
+def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str) -> None:
+    """One line in the job's Prefect log: where its MLflow run is."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    from tasks.tracking import store
+
+    try:
+        run_logger: Any = get_run_logger()
+    except MissingContextError:  # called outside a task or flow run (tests, sync)
+        run_logger = logger
+    experiment_id = execution.get("experiment_id", "")
+    if execution.get("offline") or not experiment_id:  # its parent run was made after the job started
+        try:
+            experiment_id = store.client().get_run(run_id).info.experiment_id
+        except Exception:  # the link is a convenience; the record is what matters
+            return
+    run_logger.info("%s %s: MLflow run %s", job.label, status, store.run_url(experiment_id, run_id))
 
 
 def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResult, dict[str, Any]]:

@@ -19,6 +19,7 @@ MODEL_DIR = "model"
 # rows {"step", "elapsed_s", <score>}; the harness saves it as TRAINING_CURVE_FILE.
 CURVE_INFO_KEY = "training_curve"
 TRAINING_CURVE_FILE = "training_curve.csv"
+INPUT_EXAMPLE_FILE = "input_example.parquet"  # the first test rows, as the model's input example
 
 
 @dataclass

@@ -27,7 +27,8 @@ COST_METRICS: dict[str, str] = {
     "models_count": "models the framework trained (leaderboard length)",
     "duration_s": "job wall time in the harness, worker launch to scored result",
     "overhead_s": "duration_s minus fit, predict and latency measurement (the harness's share)",
-    "peak_rss_mb": "peak resident memory of the job's process tree (JVM included)",
+    "peak_rss_mb": "peak resident memory of the job's process tree (JVM included), measured alike in every "
+                   "mode (the worker's own high-water mark, not the one Linux carries over from its parent)",
     "cpu_s": "CPU seconds of the job's process tree",
     "gpu_util_mean_pct": "mean GPU utilisation of the job's devices (GPU hosts only)",
     "gpu_util_peak_pct": "peak GPU utilisation of the job's devices (GPU hosts only)",
@@ -164,4 +165,13 @@ EXECUTION_TAGS: dict[str, str] = {
     "host": "host that ran the flow",
     "data_gate_failures": "datasets whose data gate failed, with the reason (their jobs are skipped)",
     "data_gate_accepted": "failed gate checks the dataset's card accepts (`gate: allow`), with the reason",
+    "best.DATASET": "the framework with the best mean `result` on DATASET in this execution",
+}
+
+# Metrics on the parent run of one suite execution, set when it finishes.
+EXECUTION_METRICS: dict[str, str] = {
+    "jobs": "jobs recorded in the execution",
+    "jobs_ok": "jobs that finished with a result",
+    "jobs_failed": "jobs that failed, timed out or ran out of memory",
+    "jobs_skipped": "jobs skipped (no GPU, data gate failed, problem type not handled)",
 }

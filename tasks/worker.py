@@ -35,7 +35,7 @@ ERROR_TAIL_LINES = 12
 
 
 def now_utc() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")  # MLflow keeps run times in ms
 
 
 def error_tail(text: str, lines: int = ERROR_TAIL_LINES) -> str:
@@ -77,7 +77,7 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     from tasks.data.fold_data import load_fold
     from tasks.frameworks.registry import get_adapter, write_model_identity
     from tasks.plan import Job
-    from tasks.results import MODEL_DIR, PREDICTIONS_FILE
+    from tasks.results import INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE
     from tasks.specs import DatasetSpec
 
     job = Job.from_dict(payload["job"])
@@ -144,6 +144,7 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     model.save(model_dir)
     write_model_identity(model_dir, adapter, task)
     table.to_csv(job_dir / PREDICTIONS_FILE, index=False)
+    _save_input_example(X_test, job_dir / INPUT_EXAMPLE_FILE)
     costs["models_count"] = float(model.models_count)
     info.update(model.info())
 
@@ -167,12 +168,36 @@ def _resident_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _save_input_example(X_test: Any, path: Path, rows: int = 5) -> None:
+    """The first test rows with their dtypes: the model's input example and signature in MLflow."""
+    try:
+        X_test.head(rows).to_parquet(path, index=False)
+    except Exception:  # noqa: BLE001 - columns parquet cannot hold: the model is logged without it
+        path.unlink(missing_ok=True)
+
+
+def _own_peak_rss_kib() -> float:
+    """This process's own peak RSS (VmHWM of its memory map).
+
+    Not getrusage's ru_maxrss: Linux carries the *spawning* process's peak across exec into it, so
+    a cold worker started by a Prefect job process (~280 MB with Prefect and MLflow loaded) would
+    report that process's memory as its own.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # not Linux: the kernel's figure
+
+
 def _own_usage() -> dict[str, float]:
     """This process's (and its reaped children's) CPU seconds and peak RSS, from the kernel."""
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "cpu_s": me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime,
-        "peak_rss_mb": max(me.ru_maxrss, children.ru_maxrss) / 1024,  # Linux reports KiB
+        "peak_rss_mb": max(_own_peak_rss_kib(), children.ru_maxrss) / 1024,  # Linux reports KiB
     }
 
 

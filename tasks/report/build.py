@@ -1,7 +1,11 @@
-"""The report folder: every table as CSV, the figures as PNG, and report.md that ties them together."""
+"""The report folder: every table as CSV, the figures as PNG, report.md that ties them together,
+and report.html, the same page with its figures embedded (MLflow's artifact viewer renders it)."""
 
 from __future__ import annotations
 
+import base64
+import html
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +32,15 @@ from tasks.report.explanations import load_inputs as load_explanations
 from tasks.report.explanations import section as explain_section
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>[^)\s]+)\)")
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0;font-size:14px}"
+    "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f3f3f3}"
+    "img{max-width:100%;border:1px solid #eee}li{margin:.3em 0}"
+)
 
 
 @dataclass
@@ -174,8 +187,36 @@ def build_report(
         files = markdown.index("## Files")
         figure_lines = "".join(f"- ![{p.stem}]({p.name})\n" for p in explain_figures)
         markdown = markdown[:files] + "\n".join(explain_lines) + "\n" + markdown[files:] + figure_lines
-    (folder / "report.md").write_text(markdown, encoding="utf-8")
+    write_report_pages(folder, markdown, title)
     return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor, robust)
+
+
+def write_report_pages(folder: Path, markdown: str, title: str) -> None:
+    """report.md as written, and report.html: one file, its figures inlined as data URIs, so it
+    reads the same from MLflow's artifact viewer, a mail attachment or a browser on disk."""
+    (folder / REPORT_MD).write_text(markdown, encoding="utf-8")
+    (folder / REPORT_HTML).write_text(report_html(markdown, folder, title), encoding="utf-8")
+
+
+def report_html(markdown: str, folder: Path, title: str) -> str:
+    import mistune
+
+    def inline(match: re.Match[str]) -> str:
+        image = folder / match["src"]
+        if not image.is_file() or image.parent.resolve() != folder.resolve():
+            return match[0]  # not one of this report's figures: left as written
+        data = base64.b64encode(image.read_bytes()).decode("ascii")
+        return f"![{match['alt']}](data:image/png;base64,{data})"
+
+    body = mistune.create_markdown(plugins=["table"])(_IMAGE.sub(inline, markdown))
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body>\n{body}</body></html>\n")
+
+
+def without_images(markdown: str) -> str:
+    """The markdown with its figure links dropped: where relative links cannot load (Prefect)."""
+    lines = [line for line in markdown.splitlines() if not _IMAGE.fullmatch(line.strip().removeprefix("- "))]
+    return "\n".join(lines) + "\n"
 
 
 def _failures_only(table: pd.DataFrame, folder: Path, title: str) -> Report:
@@ -186,7 +227,7 @@ def _failures_only(table: pd.DataFrame, folder: Path, title: str) -> Report:
     markdown = "\n".join(
         [f"# Report: {title}", "", "No job produced a result; failures by status:", "", _table(board), ""]
     )
-    (folder / "report.md").write_text(markdown, encoding="utf-8")
+    write_report_pages(folder, markdown, title)
     return Report(folder, markdown, board, pd.DataFrame(), None, None, None, [])
 
 
@@ -290,6 +331,7 @@ def _markdown(
         "",
         "- results.csv: AMLB results.csv format (one row per job)",
         *(["- modality.csv: the modality combination table"] if modalities else []),
+        *(["- report.html: this page with the figures embedded"] if figures else []),
         *[f"- ![{p.stem}]({p.name})" for p in figures],
         "",
     ]

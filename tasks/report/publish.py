@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tasks.report.build import Report
+from tasks.report.build import REPORT_HTML, Report, without_images
 from tasks.report.compare import NightlyComparison, diagnostic_rows
 
 
@@ -30,12 +30,23 @@ def _records(frame: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def publish_report(report: Report, suite: str) -> None:
+def prefect_markdown(report: Report, execution_url: str = "") -> str:
+    """The report for Prefect: its figures' relative links would not load there (Prefect serves no
+    files), so they are left out and the MLflow run's report.html, which embeds them, is linked."""
+    markdown = without_images(report.markdown)
+    if execution_url:
+        header = (f"Figures: `report/{REPORT_HTML}` in the artifacts of the "
+                  f"[MLflow execution]({execution_url}) (all plots embedded).")
+        markdown = f"{header}\n\n{markdown}"
+    return markdown
+
+
+def publish_report(report: Report, suite: str, execution_url: str = "") -> None:
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     create_markdown_artifact(
         key=artifact_key("report", suite),
-        markdown=report.markdown,
+        markdown=prefect_markdown(report, execution_url),
         description=f"Report of {suite}; files in {report.folder} and on the MLflow run",
     )
     create_table_artifact(
@@ -45,12 +56,21 @@ def publish_report(report: Report, suite: str) -> None:
     )
 
 
+def execution_url(execution_id: str) -> str:
+    """The execution's parent run in the MLflow UI."""
+    from tasks.tracking import read
+    from tasks.tracking.store import run_url
+
+    return run_url(read.execution(execution_id)["experiment_id"], execution_id)
+
+
 def publish_comparison(nightly: NightlyComparison, suite: str) -> None:
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+    link = f"[MLflow execution]({execution_url(nightly.execution_id)})\n\n" if nightly.execution_id else ""
     create_markdown_artifact(
         key=artifact_key("regression", suite),
-        markdown=nightly.markdown,
+        markdown=link + nightly.markdown,
         description="Changes against the previous successful execution",
     )
     if nightly.comparison is not None:
@@ -82,7 +102,7 @@ def after_execution(execution_id: str, suite: str, *, compare_previous: bool) ->
     from tasks.report.build import report_execution
     from tasks.report.compare import compare_with_previous_nightly
 
-    publish_report(report_execution(execution_id), suite)
+    publish_report(report_execution(execution_id), suite, execution_url(execution_id))
     if not compare_previous:
         return None
     nightly = compare_with_previous_nightly(execution_id)

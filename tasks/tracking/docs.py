@@ -10,6 +10,7 @@ from tasks.vocabulary import (
     COST_METRICS,
     EVALUATION_COMMON_METRICS,
     EVALUATION_TAGS,
+    EXECUTION_METRICS,
     EXECUTION_TAGS,
     JOB_PARAMS,
     JOB_TAGS,
@@ -52,6 +53,7 @@ def vocabulary_markdown() -> str:
     for evaluation, tags in sorted(evaluation_tags().items()):
         rows += [("job tag", name, f"{text} (`{evaluation}` evaluation)") for name, text in tags.items()]
     rows += [("execution tag", name, text) for name, text in EXECUTION_TAGS.items()]
+    rows += [("execution metric", name, text) for name, text in EXECUTION_METRICS.items()]
     lines = ["| kind | name | meaning |", "|---|---|---|"]
     lines += [f"| {kind} | `{name}` | {text.replace('|', '/')} |" for kind, name, text in rows]
     return "\n".join(lines)

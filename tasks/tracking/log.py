@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,20 @@ from tasks.errors import UserError
 from tasks.multimodal.combinations import split_name
 from tasks.plan import Job
 from tasks.resources import SERIES_FILE, SERIES_TIME
-from tasks.results import MODEL_DIR, PREDICTIONS_FILE, RESULT_FILE, TRAINING_CURVE_FILE, JobResult
-from tasks.specs import load_dataset_spec
+from tasks.results import (
+    INPUT_EXAMPLE_FILE,
+    MODEL_DIR,
+    PREDICTIONS_FILE,
+    RESULT_FILE,
+    TRAINING_CURVE_FILE,
+    JobResult,
+)
+from tasks.specs import FrameworkRef, load_dataset_spec
 from tasks.tracking import store
+from tasks.tracking.inputs import dataset_input
 from tasks.vocabulary import (
     COST_METRICS,
+    EXECUTION_METRICS,
     FINISHED_STATUSES,
     RESULT,
     RETRYABLE_STATUSES,
@@ -89,6 +99,57 @@ class LoggedJob:
 def experiment_name(suite: str) -> str:
     """The MLflow experiment of a suite: its name, so every team finds it under the same name."""
     return suite
+
+
+def job_run_name(job: Job) -> str:
+    """Framework first: within a suite's experiment the framework is what differs from row to row,
+    and MLflow's narrow name column shows the start of the name."""
+    return f"{job.framework_id} · {job.dataset} · f{job.fold} s{job.seed}"
+
+
+def unix_ms(stamp: str) -> int | None:
+    """An ISO time (result.json's started_utc/ended_utc) as MLflow's epoch milliseconds."""
+    try:
+        return int(datetime.fromisoformat(stamp).timestamp() * 1000)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------- the selection as plain params
+
+
+def selection_params(selection: dict[str, Any]) -> dict[str, str]:
+    """An execution's selection as params a person reads: `budget=smoke`, `folds=2`,
+    `datasets=iris, wine`, `frameworks=constant, hgb:fast`. Frameworks with suite params stay JSON
+    (their params are part of what a resume must re-plan)."""
+    params = {}
+    for key, value in sorted(selection.items()):
+        if key == "frameworks" and all(set(entry) <= {"name", "variant"} for entry in value):
+            params[key] = ", ".join(FrameworkRef(**entry).id for entry in value)
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            params[key] = ", ".join(value)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            params[key] = str(value)
+        else:
+            params[key] = json.dumps(value, sort_keys=True)
+    return params
+
+
+def _selection_value(key: str, text: str) -> Any:
+    """One param back as the selection value it was written from (earlier JSON-quoted ones too)."""
+    if text[:1] in '["{' or text in ("null", "true", "false"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    if key == "folds" and text.isdigit():
+        return int(text)
+    if key == "frameworks":
+        return [FrameworkRef.parse(name.strip()).model_dump(exclude_defaults=True)
+                for name in text.split(",") if name.strip()]
+    if key == "datasets":
+        return [name.strip() for name in text.split(",") if name.strip()]
+    return text
 
 
 # ---------------------------------------------------------------- context values
@@ -144,7 +205,7 @@ def start_execution(suite: str, *, team: str = "", selection: dict[str, Any] | N
                             tags=tags)
     execution_id = run.info.run_id
     client.set_tag(execution_id, "execution_id", execution_id)
-    params = [Param(key, json.dumps(value)) for key, value in sorted((selection or {}).items())]
+    params = [Param(key, value) for key, value in selection_params(selection or {}).items()]
     if params:
         client.log_batch(execution_id, params=params)
     return Execution(suite, execution_id, experiment_id, team)
@@ -214,7 +275,7 @@ def is_execution_of(execution_id: str, suite: str) -> bool:
 def execution_selection(execution_id: str) -> dict[str, Any]:
     """The frameworks, datasets, folds and budget an execution was started with."""
     params = store.client().get_run(execution_id).data.params
-    return {key: json.loads(value) for key, value in params.items()}
+    return {key: _selection_value(key, value) for key, value in params.items()}
 
 
 def latest_execution(suite: str, *, unfinished_only: bool = False) -> str | None:
@@ -231,9 +292,18 @@ def latest_execution(suite: str, *, unfinished_only: bool = False) -> str | None
 
 def finish_execution(execution: Execution, *, summary_markdown: str = "",
                      data_gate_failures: dict[str, str] | None = None,
-                     data_gate_accepted: dict[str, str] | None = None) -> None:
+                     data_gate_accepted: dict[str, str] | None = None,
+                     counts: dict[str, int] | None = None, best: dict[str, str] | None = None) -> None:
+    """Close the parent run. `counts` (jobs by status) become its `jobs*` metrics and `best`
+    (dataset -> framework with the best mean result) its `best.DATASET` tags, so the experiment's
+    runs table shows each execution's outcome without opening it."""
     client = store.client()
     with _write_lock:
+        tags = [RunTag(f"best.{dataset}", framework) for dataset, framework in sorted((best or {}).items())]
+        metrics = [Metric(name, float(value), int(time.time() * 1000), 0)
+                   for name, value in execution_metrics(counts).items()] if counts is not None else []
+        if tags or metrics:
+            client.log_batch(execution.execution_id, metrics=metrics, tags=tags)
         gate_tags = {"data_gate_failures": data_gate_failures, "data_gate_accepted": data_gate_accepted}
         for tag, gates in gate_tags.items():
             if gates:
@@ -243,6 +313,19 @@ def finish_execution(execution: Execution, *, summary_markdown: str = "",
             client.log_text(execution.execution_id, summary_markdown, "summary.md")
         client.set_tag(execution.execution_id, "execution_state", "finished")
         client.set_terminated(execution.execution_id, status="FINISHED")
+
+
+def execution_metrics(counts: dict[str, int] | None) -> dict[str, int]:
+    """Jobs by outcome (EXECUTION_METRICS) from the count of jobs per status."""
+    counts = counts or {}
+    figures = {
+        "jobs": sum(counts.values()),
+        "jobs_ok": counts.get("ok", 0),
+        "jobs_failed": sum(counts.get(status, 0) for status in RETRYABLE_STATUSES),
+        "jobs_skipped": counts.get("skipped", 0),
+    }
+    assert set(figures) == set(EXECUTION_METRICS)
+    return figures
 
 
 @contextmanager
@@ -425,7 +508,7 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     host = result.host or {}
     tags = {
         "mlflow.parentRunId": execution.execution_id,
-        "mlflow.runName": job.label,
+        "mlflow.runName": job_run_name(job),
         "suite": job.suite,
         "execution_id": execution.execution_id,
         "job_key": job.key,
@@ -575,7 +658,11 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             if run.data.tags.get("status") in FINISHED_STATUSES:
                 _mark_logged(job_dir, run.info.run_id)
                 return LoggedJob(run.info.run_id, time.perf_counter() - started, already_recorded=True)
-        run = client.create_run(execution.experiment_id, run_name=job.label,
+        # The job's own start and end, so MLflow's Duration is the job's, not the logging's.
+        started_ms, ended_ms = unix_ms(result.started_utc), unix_ms(result.ended_utc)
+        if started_ms is not None and ended_ms is not None and ended_ms < started_ms:
+            ended_ms = started_ms
+        run = client.create_run(execution.experiment_id, run_name=job_run_name(job), start_time=started_ms,
                                 tags={"execution_id": execution.execution_id})
         run_id = run.info.run_id
         try:
@@ -583,10 +670,13 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             # history back to link it to the model (a request per metric).
             model_dir = job_dir / MODEL_DIR
             if result.status == "ok" and model_dir.is_dir():
-                _log_pyfunc(run_id, execution.experiment_id, job, result, model_dir)
+                _log_pyfunc(run_id, execution.experiment_id, job, result, job_dir)
             metrics = {**_alignment_metrics(job.dataset), **_job_metrics(result)}
             _log_batches(run_id, metrics, _job_params(job),
                          _job_tags(execution, job, result, problem_type, metric))
+            data_input = dataset_input(job.dataset, job.data_version, job.fold)
+            if data_input is not None:
+                client.log_inputs(run_id, datasets=[data_input])
             predictions = job_dir / PREDICTIONS_FILE
             if predictions.is_file():
                 client.log_artifact(run_id, str(predictions))
@@ -596,7 +686,8 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             # Half a record must not count as a record: drop it so the job can be logged again.
             client.delete_run(run_id)
             raise
-        client.set_terminated(run_id, status="FINISHED" if result.status in FINISHED_STATUSES else "FAILED")
+        client.set_terminated(run_id, status="FINISHED" if result.status in FINISHED_STATUSES else "FAILED",
+                              end_time=ended_ms)
         for run in earlier:
             client.delete_run(run.info.run_id)
         _mark_logged(job_dir, run_id)
@@ -618,28 +709,61 @@ def _log_evaluation_files(run_id: str, job_dir: Path, result: JobResult) -> None
                 client.log_artifact(run_id, str(path), artifact_path=where)
 
 
-def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, model_dir: Path) -> None:
-    from tasks.tracking.pyfunc import AdapterPyfunc, model_code_paths, requirements
+def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, job_dir: Path) -> None:
+    """The job's model as a pyfunc model of its run, with the signature and input example the
+    worker's test rows give (so MLflow shows its schema and serving checks its input)."""
+    from tasks.tracking.pyfunc import AdapterPyfunc, model_code_paths, requirements, signature_and_example
 
     mlflow.set_tracking_uri(store.tracking_uri())
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
-    # The logged model made here and Model.log given its id, not pyfunc.log_model inside start_run:
-    # no active run to start and end (requests and a printed link per job), no thread-local state.
-    logged_model = store.client().create_logged_model(
-        experiment_id, name=PYFUNC_NAME, source_run_id=run_id, params=_job_params(job))
-    mlflow.models.Model.log(
-        flavor=mlflow.pyfunc,
-        run_id=run_id,
-        model_id=logged_model.model_id,
-        artifact_path=None,
-        name=PYFUNC_NAME,
-        python_model=AdapterPyfunc(),
-        artifacts={"model_dir": str(model_dir)},
-        code_paths=model_code_paths(),  # self-contained: served from any directory
-        # Given, not inferred: inference loads the model in a subprocess, seconds per job.
-        pip_requirements=requirements(job.framework, result.framework_version),
-    )
+    signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE)
+
+    def log_model(signature: Any, example: Any) -> None:
+        # The logged model made here and Model.log given its id, not pyfunc.log_model inside
+        # start_run: no active run to start and end (requests and a printed link per job), no
+        # thread-local state.
+        logged_model = store.client().create_logged_model(
+            experiment_id, name=PYFUNC_NAME, source_run_id=run_id, params=_job_params(job))
+        mlflow.models.Model.log(
+            flavor=_PyfuncFlavor,
+            flavor_name="pyfunc.CustomPythonModel",
+            run_id=run_id,
+            model_id=logged_model.model_id,
+            artifact_path=None,
+            name=PYFUNC_NAME,
+            python_model=AdapterPyfunc(),
+            artifacts={"model_dir": str(job_dir / MODEL_DIR)},
+            signature=signature,
+            input_example=example,
+            code_paths=model_code_paths(),  # self-contained: served from any directory
+            # Given, not inferred: inference loads the model in a subprocess, seconds per job.
+            pip_requirements=requirements(job.framework, result.framework_version),
+            # Model.log would otherwise load the model here to predict the example (an H2O model
+            # would start a JVM in the harness).
+            validate_serving_input=False,
+        )
+
+    try:
+        log_model(signature, example)
+    except mlflow.exceptions.MlflowException as exc:
+        if signature is None:
+            raise
+        # An example MLflow cannot hold to its own schema must not cost the job its record.
+        logger.warning("%s: model logged without a signature (%s)", job.label, str(exc).splitlines()[0])
+        log_model(None, None)
+
+
+class _PyfuncFlavor:
+    """mlflow.pyfunc as Model.log's flavor, taking the `validate_serving_input` switch that
+    Model.log reads and passes on to the flavor's save_model, which does not take it."""
+
+    __name__ = "mlflow.pyfunc"
+
+    @staticmethod
+    def save_model(path: str, mlflow_model: Any, validate_serving_input: bool = True,
+                   **kwargs: Any) -> None:
+        mlflow.pyfunc.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
 
 
 # ---------------------------------------------------------------- job folders: pending -> logged

@@ -14,6 +14,7 @@ evaluation serves before the job is logged).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,9 @@ MODEL_LIBRARIES = {
     "flaml": ("lightgbm", "xgboost", "xgboost-cpu", "catboost"),
     "autogluon": ("lightgbm", "catboost", "xgboost", "xgboost-cpu"),
 }
+EXAMPLE_ROWS = 5
+
+logger = logging.getLogger("automl_eval.tracking")
 
 
 def predictions_frame(model: Any, task: Any, X: pd.DataFrame) -> pd.DataFrame:
@@ -123,3 +127,26 @@ def requirements(framework: str, framework_version: str) -> list[str]:
         except metadata.PackageNotFoundError:
             continue
     return pins
+
+
+def signature_and_example(example_file: Path, predictions_file: Path) -> tuple[Any, pd.DataFrame | None]:
+    """The model's signature and input example, from the first test rows the worker saved and the
+    predictions it made for them; (None, None) for a folder without them (older job folders)."""
+    from mlflow.models import infer_signature
+
+    if not example_file.is_file():
+        return None, None
+    try:
+        example = pd.read_parquet(example_file).head(EXAMPLE_ROWS)
+        # What a client sends is JSON: a category column arrives as strings, and is declared so.
+        for column in example.select_dtypes("category").columns:
+            example[column] = example[column].astype(object).where(example[column].notna(), None)
+        output = None
+        if predictions_file.is_file():
+            predictions = pd.read_csv(predictions_file, nrows=EXAMPLE_ROWS)
+            columns = [c for c in predictions.columns if c == PREDICTION_COLUMN or c.startswith(PROBA_PREFIX)]
+            output = predictions[columns]
+        return infer_signature(example, output), example
+    except Exception as exc:  # noqa: BLE001 - a model without a schema beats no model
+        logger.warning("model logged without a signature (%s: %s)", type(exc).__name__, exc)
+        return None, None

@@ -15,6 +15,7 @@ import fcntl
 import os
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from mlflow.tracking import MlflowClient
 
@@ -22,6 +23,11 @@ from tasks import paths
 
 DB_FILE = "mlflow.db"
 ARTIFACTS_DIR = "artifacts"
+# MLflow 3 opens an experiment on its GenAI traces page unless told it is a model-training one.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
+UI_URL_ENV = "AUTOML_EVAL_MLFLOW_UI"
+EMBEDDED_UI_URL = "http://127.0.0.1:5000"  # where `make ui` serves the embedded store
 
 # Per request: at most 3 attempts (the second at once, the third 1 s later), each attempt's
 # connect (and each read) cut at 10 s. A refused connection fails in about 1 s, a hung server in 30 s.
@@ -99,10 +105,14 @@ def experiment_id(experiment_name: str) -> str:
     if experiment is not None:
         if experiment.lifecycle_stage == "deleted":
             mlflow_client.restore_experiment(experiment.experiment_id)
+        if experiment.tags.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING_KIND:  # made by an older version
+            mlflow_client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG,
+                                             MODEL_TRAINING_KIND)
         return experiment.experiment_id
     try:
         return mlflow_client.create_experiment(
-            experiment_name, artifact_location=artifact_location(experiment_name)
+            experiment_name, artifact_location=artifact_location(experiment_name),
+            tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND},
         )
     except Exception:
         # Two processes may create it at once; the other one won, so use its experiment.
@@ -110,3 +120,60 @@ def experiment_id(experiment_name: str) -> str:
         if experiment is None:
             raise
         return experiment.experiment_id
+
+
+# ---------------------------------------------------------------- links into the MLflow UI
+
+
+def ui_url() -> str:
+    """The MLflow UI's address as a user's browser reaches it.
+
+    AUTOML_EVAL_MLFLOW_UI where set; else the tracking server itself (credentials stripped); else,
+    for the embedded store, the address `make ui` serves on.
+    """
+    configured = os.environ.get(UI_URL_ENV, "").strip()
+    if configured:
+        return configured.rstrip("/")
+    uri = tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        parts = urlsplit(uri)
+        netloc = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    return EMBEDDED_UI_URL
+
+
+# MLflow 3's UI picks its GenAI or model-training pages by this query (or the user's last toggle),
+# whatever the experiment's kind tag says; links into it ask for the model-training pages.
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
+def experiment_url(experiment_id: str) -> str:
+    """The experiment's runs table (not its traces page)."""
+    return f"{ui_url()}/#/experiments/{experiment_id}/runs?{MODEL_TRAINING_VIEW}"
+
+
+def run_url(experiment_id: str, run_id: str) -> str:
+    return f"{ui_url()}/#/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
+
+
+def artifact_url(run_id: str, path: str) -> str:
+    """A run's artifact as the tracking server serves it (what a browser can load as an image)."""
+    return f"{ui_url()}/get-artifact?path={path}&run_uuid={run_id}"
+
+
+def suite_runs_url(suite: str) -> str | None:
+    """The runs table of a suite's experiment, or None if the store has no run of it yet."""
+    experiment = client().get_experiment_by_name(suite)
+    return experiment_url(experiment.experiment_id) if experiment is not None else None
+
+
+if __name__ == "__main__":  # `make ui` prints where to click first
+    import sys
+
+    suite_name = sys.argv[1] if len(sys.argv) > 1 else "smoke"
+    link = suite_runs_url(suite_name)
+    if link is None:
+        print(f"MLflow UI on {ui_url()}: no runs of suite '{suite_name}' yet "
+              f"(`automl-eval run {suite_name}`).")
+    else:
+        print(f"MLflow UI: the runs of suite '{suite_name}' are at {link}")

@@ -1,114 +1,26 @@
 """Team mode on real servers on 127.0.0.1: a Prefect server that asks for its credential, the
 process worker of the suite flows, two long-lived team workers, an MLflow server on a throwaway
-PostgreSQL database with basic auth. One stack for the whole module."""
+PostgreSQL database with basic auth. One stack for the whole session (the `team` fixture in
+tests/conftest.py, from tests/team_support/stack.py; tests/ui uses it too)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from base64 import b64encode
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from team_support.stack import SUITE, TYPED_RUN_NAME, Team
 
 pytestmark = [pytest.mark.integration, pytest.mark.services]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SUITE = "team_test"
-SUITE_YAML = """\
-description: team-mode test suite (tiny, fast frameworks)
-datasets: [breast_cancer]
-frameworks: [constant, hgb]
-folds: 2
-budget: test
-"""
-FLAKY = PROJECT_ROOT / "tests" / "run_support" / "flaky_adapter.py"
-
-
-def _postgres_up() -> bool:
-    try:
-        import psycopg2
-
-        psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres", connect_timeout=3).close()
-        return True
-    except Exception:
-        return False
-
-
-@dataclass
-class Team:
-    settings: Any  # flows.team_stack.StackSettings
-    home: Path
-    creds: dict[str, str]
-    env: dict[str, str]  # what a client process needs: Prefect, MLflow (workers' account), team mode
-
-    def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
-        """Read the MLflow store straight from PostgreSQL: the proof it is the backend."""
-        import psycopg2
-
-        url = f"{self.settings.pg_url}/{self.settings.db_prefix}_mlflow"
-        with psycopg2.connect(url) as connection, connection.cursor() as cursor:
-            cursor.execute(query, args)
-            return cursor.fetchall()
-
-    def job_runs(self, execution_id: str) -> list[tuple[str, str]]:
-        """(job_key, status) of every live job run of an execution."""
-        return self.sql(
-            """SELECT k.value, s.value FROM runs r
-               JOIN tags e ON e.run_uuid = r.run_uuid AND e.key = 'execution_id' AND e.value = %s
-               JOIN tags k ON k.run_uuid = r.run_uuid AND k.key = 'job_key'
-               JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = 'status'
-               WHERE r.lifecycle_stage = 'active'""", execution_id)
-
-
-@pytest.fixture(scope="module")
-def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    if not _postgres_up():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)")
-    from flows import team_stack
-
-    # A scratch project: the real cards, budgets and code, plus the test suite; runs stay in it.
-    home = tmp_path_factory.mktemp("team-home")
-    shutil.copytree(PROJECT_ROOT / "specs", home / "specs")
-    (home / "specs" / "suites" / f"{SUITE}.yaml").write_text(SUITE_YAML)
-    shutil.copy(PROJECT_ROOT / "prefect.yaml", home / "prefect.yaml")
-    (home / "datasets").symlink_to(built_catalog)
-    (home / "flows").symlink_to(PROJECT_ROOT / "flows")
-    settings = team_stack.StackSettings(
-        state_dir=home / ".team",
-        prefect_port=team_stack.free_port(),
-        mlflow_port=team_stack.free_port(),
-        db_prefix=f"automl_eval_test_{uuid.uuid4().hex[:8]}",
-        # One job at a time each: the killed-worker test knows what each worker holds.
-        workers=[team_stack.WorkerSpec("cpu-1", "cpu", 1), team_stack.WorkerSpec("cpu-2", "cpu", 1)],
-        worker_poll_s=2,
-        extra_worker_env={"AUTOML_EVAL_HOME": str(home), "AUTOML_EVAL_GPU_LOCKS": str(home / "gpu-locks"),
-                          "AUTOML_EVAL_HEARTBEAT_S": "1", "AUTOML_EVAL_EXTRA_ADAPTERS": str(FLAKY),
-                          "FLAKY_HOLD": str(home / "hold")},
-    )
-    try:
-        team_stack.up(settings)
-        creds = team_stack.credentials(settings)
-        env = {**os.environ, **team_stack.client_env(settings, creds), "AUTOML_EVAL_HOME": str(home),
-               "PREFECT_LOGGING_LEVEL": "WARNING", "AUTOML_EVAL_EXTRA_ADAPTERS": str(FLAKY)}
-        deployed = subprocess.run([str(BIN / "automl-eval"), "deploy"], cwd=home, env=env,
-                                  capture_output=True, text=True, timeout=300)
-        assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-        yield Team(settings, home, creds, env)
-    finally:
-        team_stack.down(settings.state_dir)
-        team_stack.drop_databases(settings)
 
 
 def _mlflow_status(team: Team, auth: tuple[str, str] | None) -> int:
@@ -224,8 +136,9 @@ def test_manual_deployment_runs_its_jobs_on_the_long_lived_workers(team: Team) -
                   "folds": 2, "budget": "test", "team": "qa"}
     with _prefect_settings(team):
         flow_run = run_deployment("automl-eval-manual/manual", parameters=parameters, timeout=600,
-                                  poll_interval=3)
+                                  poll_interval=3, flow_run_name=TYPED_RUN_NAME)
     assert flow_run.state is not None and flow_run.state.is_completed(), flow_run.state
+    assert flow_run.name == TYPED_RUN_NAME  # the name typed in the form is kept
 
     # Both workers took jobs, and each is still the process it was: no process per job.
     deadline = time.monotonic() + 60

@@ -11,11 +11,23 @@ from tasks.frameworks.base import TaskInfo
 from tasks.frameworks.constant import ADAPTER as CONSTANT
 from tasks.frameworks.registry import write_model_identity
 from tasks.plan import Job
-from tasks.results import MODEL_DIR, PREDICTIONS_FILE, JobResult
+from tasks.results import INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE, JobResult
 from tasks.specs import Budget
 from tasks.tracking import log as tracking
 
 BUDGET = Budget(name="test", time_s=5, cores=1, memory_mb=1024)
+# The job's own times as the harness writes them (a 42.5 s job, long before it is logged); each
+# fold's job a minute after the previous one's, so jobs keep the order they ran in.
+STARTED_UTC = "2026-01-02T03:04:05.250+00:00"
+ENDED_UTC = "2026-01-02T03:04:47.750+00:00"
+
+
+def job_times(fold: int) -> tuple[str, str]:
+    from datetime import datetime, timedelta
+
+    shift = timedelta(minutes=fold)
+    return tuple((datetime.fromisoformat(t) + shift).isoformat(timespec="milliseconds")  # type: ignore[return-value]
+                 for t in (STARTED_UTC, ENDED_UTC))
 
 
 def make_job(fold: int = 0, framework: str = "constant") -> Job:
@@ -30,7 +42,8 @@ def write_job_folder(job_dir: Path, job: Job, status: str = "ok") -> JobResult:
     task = TaskInfo("binary", "label", "auc", {"a": "numeric"}, ("no", "yes"))
     version = CONSTANT.version() or ""
     result = JobResult(job_key=job.key, status=status, framework_version=version,
-                       host={"host": "h", "cpu_model": "cpu", "gpu_model": "none"})
+                       host={"host": "h", "cpu_model": "cpu", "gpu_model": "none"},
+                       started_utc=job_times(job.fold)[0], ended_utc=job_times(job.fold)[1])
     if status == "ok":
         model = CONSTANT.fit(X, y, task=task, budget=BUDGET, params={}, workdir=job_dir, seed=0)
         model.save(job_dir / MODEL_DIR)
@@ -40,6 +53,7 @@ def write_job_folder(job_dir: Path, job: Job, status: str = "ok") -> JobResult:
         for label, column in model.predict_proba(X).items():
             table[f"proba_{label}"] = column.to_numpy()
         table.to_csv(job_dir / PREDICTIONS_FILE, index=False)
+        X.head(5).to_parquet(job_dir / INPUT_EXAMPLE_FILE, index=False)
         result.scores = {"auc": 0.5, "logloss": 0.64, "acc": 0.67, "balacc": 0.5, "f1": 0.0, "result": 0.5}
         result.costs = {"fit_s": 0.01, "predict_s": 0.001, "peak_rss_mb": 50.0, "models_count": 1}
     else:
