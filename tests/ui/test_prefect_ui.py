@@ -24,18 +24,15 @@ def _prefect_settings(team: Team) -> Any:
 
 
 def _open(page: Any, team: Team, path: str) -> None:
-    """Open a Prefect UI page as a user would: sign in with the team's credential when it asks."""
+    """Open a Prefect UI page signed in with the team's credential: the UI keeps what a user types at
+    its sign-in prompt, base64-encoded, in local storage, and sends it with every API request."""
+    import base64
+    import json
+
     from flows.team_stack import PREFECT_AUTH_ENV
 
-    page.goto(f"{team.settings.prefect_ui_url}{path}")
-    password = page.locator("input[type=password]")
-    try:
-        password.first.wait_for(timeout=15_000)
-    except Exception:  # already signed in (the credential is kept in the page's storage)
-        return
-    password.first.fill(team.creds[PREFECT_AUTH_ENV])
-    password.first.press("Enter")
-    password.first.wait_for(state="detached")
+    stored = base64.b64encode(team.creds[PREFECT_AUTH_ENV].encode()).decode()
+    page.context.add_init_script(f"window.localStorage.setItem('prefect-password', {json.dumps(stored)});")
     page.goto(f"{team.settings.prefect_ui_url}{path}")
 
 
