@@ -161,11 +161,13 @@ def importance_shifts(base: pd.DataFrame, cand: pd.DataFrame, k: int = DEFAULT_T
 
 def differing_factors(base_runs: pd.DataFrame, cand_runs: pd.DataFrame) -> dict[tuple[str, str], str]:
     """Per (dataset, framework): the factors (compare's) whose values differ between the two sides."""
-    from tasks.report.compare import FACTOR_COLUMNS
+    from tasks.report.compare import FACTORS
 
     found: dict[tuple[str, str], str] = {}
-    params = sorted(c for c in set(base_runs) | set(cand_runs) if str(c).startswith("params.param."))
-    columns = {**{name: list(cols) for name, cols in FACTOR_COLUMNS.items() if cols}, "params": params}
+    both = set(base_runs) | set(cand_runs)
+    columns = {factor.name: [*factor.columns, *sorted(c for c in both if factor.prefix and
+                                                      str(c).startswith(factor.prefix))]
+               for factor in FACTORS}
     for (dataset, framework), b_cell in base_runs.groupby(["dataset", "framework"]):
         c_cell = cand_runs[(cand_runs["dataset"] == dataset) & (cand_runs["framework"] == framework)]
         if c_cell.empty:

@@ -12,7 +12,7 @@ from tasks.data.folds import split
 from tasks.data.load import load_frame
 from tasks.frameworks.registry import get_adapter
 from tasks.specs import load_dataset_spec
-from tasks.vocabulary import COST_METRICS, JOB_PARAMS, JOB_TAGS, RESULT, SCORE_METRICS
+from tasks.vocabulary import COST_METRICS, JOB_PARAMS, JOB_TAGS, RESULT, SCORE_METRICS, SERIES_METRICS
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def test_autogluon_and_h2o_runs_hold_the_vocabulary_and_reloadable_models(data_h
     [execution] = executions(home, "automl")
     runs = {run.data.tags["framework"]: run for run in job_runs(home, execution.info.run_id)}
     assert set(runs) == {"autogluon", "h2o"}
-    allowed_metrics = set(SCORE_METRICS["binary"]) | {RESULT} | set(COST_METRICS)
+    allowed_metrics = set(SCORE_METRICS["binary"]) | {RESULT} | set(COST_METRICS) | set(SERIES_METRICS)
     for framework, run in runs.items():
         tags, metrics = run.data.tags, run.data.metrics
         assert tags["status"] == "ok", (framework, tags.get("error"))
