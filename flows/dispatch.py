@@ -3,11 +3,11 @@
 The suite flow is handed a ``Dispatcher``: ``EmbeddedDispatcher`` (here) runs jobs in this process,
 as many at once as the cores allow (the budget's cores per job against this host's cores, and its
 GPUs against the visible devices); ``TeamDispatcher`` (team_dispatch.py, which imports this
-module) hands them to long-lived workers. Progress and GPU leases are the dispatcher's own state. Both end in ``run_and_record``,
-the unit that runs one job under the watchdog (tasks.jobs), then records it in MLflow. Recording
-is a separate task behind the execution's circuit breaker: if the tracking store is unreachable,
-the result waits in the job folder and is logged when the store answers again, or by
-``automl-eval sync`` (or the next run).
+module) hands them to long-lived workers. Progress and GPU leases are the dispatcher's own state.
+Both end in ``run_and_record``, the unit that runs one job under the watchdog (tasks.jobs), then
+records it in MLflow. Recording is a separate task behind the execution's circuit breaker: if the
+tracking store is unreachable, the result waits in the job folder and is logged when the store
+answers again, or by ``automl-eval sync`` (or the next run).
 """
 
 from __future__ import annotations
