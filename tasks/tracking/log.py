@@ -290,6 +290,14 @@ def latest_execution(suite: str, *, unfinished_only: bool = False) -> str | None
     return runs[0].info.run_id if runs else None
 
 
+def best_tag(dataset: str) -> str:
+    """The parent run's `best.DATASET` tag; characters MLflow refuses in a key (a modality combination's
+    `[acc+gyro]`) become `_`."""
+    import re
+
+    return "best." + re.sub(r"[^A-Za-z0-9_\-. :/]", "_", dataset)
+
+
 def finish_execution(execution: Execution, *, summary_markdown: str = "",
                      data_gate_failures: dict[str, str] | None = None,
                      data_gate_accepted: dict[str, str] | None = None,
@@ -299,7 +307,7 @@ def finish_execution(execution: Execution, *, summary_markdown: str = "",
     runs table shows each execution's outcome without opening it."""
     client = store.client()
     with _write_lock:
-        tags = [RunTag(f"best.{dataset}", framework) for dataset, framework in sorted((best or {}).items())]
+        tags = [RunTag(best_tag(dataset), framework) for dataset, framework in sorted((best or {}).items())]
         metrics = [Metric(name, float(value), int(time.time() * 1000), 0)
                    for name, value in execution_metrics(counts).items()] if counts is not None else []
         if tags or metrics:
