@@ -470,7 +470,12 @@ def _mlflow_links(execution: Any, jobs: list[Job]) -> tuple[str, list[tuple[str,
     from tasks.tracking import log as tracking
     from tasks.tracking.store import run_url
 
-    recorded = tracking.recorded_jobs(execution.execution_id)
+    try:
+        recorded = tracking.recorded_jobs(execution.execution_id)
+    except Exception as exc:  # the store is away: the results wait on disk, and so do their links
+        logger.warning("no MLflow links in the summary: the tracking store did not answer (%s).",
+                       str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        return "", []
     links = [(tracking.job_run_name(job), recorded[job.key].status,
               run_url(execution.experiment_id, recorded[job.key].run_id))
              for job in jobs if job.key in recorded]
