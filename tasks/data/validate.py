@@ -14,11 +14,13 @@ so only this module imports it, inside functions.
 from __future__ import annotations
 
 import copy
+import fcntl
 import json
 import math
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -410,10 +412,29 @@ def _write_json(outcome: ValidationOutcome, payload: dict[str, Any]) -> Path:
     return path
 
 
+@contextmanager
+def _held(name: str) -> Iterator[None]:
+    """One writer at a time of reports/validation/NAME*: two suites that start at once on the same
+    dataset would otherwise delete and rewrite each other's data docs mid-build."""
+    lock_path = validation_dir() / f".{name}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def validate_dataset(spec: DatasetSpec | str) -> ValidationOutcome:
     """Validate one dataset; never raises for a bad file or card (ok=False, bad_input=True instead)."""
     if isinstance(spec, str):
         spec = load_dataset_spec(spec)
+    with _held(spec.name):
+        return _validate(spec)
+
+
+def _validate(spec: DatasetSpec) -> ValidationOutcome:
     outcome = ValidationOutcome(dataset=spec.name, ok=False)
     docs_dir = validation_dir() / spec.name
     shutil.rmtree(docs_dir, ignore_errors=True)  # data docs of this run only
@@ -462,6 +483,11 @@ def write_summary(outcomes: list[ValidationOutcome]) -> Path:
     so `dvc status` stays clean after a re-run. Datasets not validated this time keep their entry;
     entries whose card is gone are dropped.
     """
+    with _held("summary.json"):
+        return _merge_summary(outcomes)
+
+
+def _merge_summary(outcomes: list[ValidationOutcome]) -> Path:
     path = summary_path()
     summary: dict[str, Any] = {}
     if path.is_file():

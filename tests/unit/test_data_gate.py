@@ -11,7 +11,13 @@ import numpy as np
 import pandas as pd
 
 from tasks.data.folds import load_folds
-from tasks.data.validate import ValidationOutcome, summary_path, validate_all, validate_dataset
+from tasks.data.validate import (
+    ValidationOutcome,
+    summary_path,
+    validate_all,
+    validate_dataset,
+    validation_dir,
+)
 from tasks.specs import load_dataset_spec
 
 
@@ -150,3 +156,23 @@ def test_one_failed_dataset_does_not_stop_the_others(data_home) -> None:
     outcomes = {o.dataset: o for o in validate_all()}
     assert not outcomes["penguins"].ok and outcomes["wage"].ok
     assert Path(outcomes["penguins"].json_path).is_file()
+
+
+
+def test_a_dataset_being_validated_elsewhere_is_waited_for(data_home) -> None:
+    """Two suites that start together gate the same dataset at once, and both write its data docs
+    folder: the second waits for the first instead of deleting its files mid-build."""
+    import multiprocessing
+
+    from tasks.data.validate import _held
+
+    data_home("penguins")
+    context = multiprocessing.get_context("fork")
+    with _held("penguins"):
+        child = context.Process(target=validate_dataset, args=("penguins",))
+        child.start()
+        child.join(timeout=8)
+        assert child.is_alive(), "validation went ahead while another process held the dataset"
+    child.join(timeout=120)
+    assert child.exitcode == 0
+    assert json.loads((validation_dir() / "penguins.json").read_text())["ok"] is True
