@@ -130,3 +130,35 @@ def test_unexpected_store_content_is_one_sentence_naming_run_and_field(
     message = str(caught.value)
     assert words in message and "run0" in message and "candidate" in message
     assert "\n" not in message
+
+
+def test_series_place_a_slower_fit_in_the_fitting_phase_and_the_page_plots_them(tmp_path: Path) -> None:
+    """compare(series=...) as the CLI calls it: each run's watchdog series, keyed by run id. The
+    candidate's hgb jobs fit 1.6x longer with a higher RSS peak; `where` says so, and compare.md
+    plots the aligned series of that regression."""
+    from test_report_series import _job
+
+    from tasks.report.compare import write_folder
+    from tasks.resources import SERIES_FILE
+
+    base, cand = _runs((0, 1, 2)), _runs((0, 1, 2))
+    in_cell = (cand["dataset"] == CELL[0]) & (cand["framework"] == CELL[1])
+    cand.loc[in_cell, "fit_s"] *= 1.6
+    base["run_id"] = [f"b{k}" for k in range(len(base))]
+    cand["run_id"] = [f"c{k}" for k in range(len(cand))]
+    series = {run_id: {SERIES_FILE: _job(40, 500.0, seed=k)} for k, run_id in enumerate(base["run_id"])}
+    series |= {
+        run_id: {SERIES_FILE: _job(64 if hit else 40, 690.0 if hit else 500.0, seed=100 + k)}
+        for k, (run_id, hit) in enumerate(zip(cand["run_id"], in_cell, strict=True))
+    }
+    result = compare(base, cand, series=series)
+    flagged = result.regressions
+    assert [*CELL, "fit_s"] in flagged[["dataset", "framework", "metric"]].values.tolist()
+    where = flagged[(flagged["framework"] == CELL[1]) & (flagged["metric"] == "fit_s")]["where"].iloc[0]
+    assert "DTW" in where and "fitting 1.6x longer" in where, where
+    others = result.table[result.table["framework"] != CELL[1]]
+    assert not others["where"].str.contains("longer").any()
+    page = (write_folder(result, tmp_path, "base", "cand") / "compare.md").read_text()
+    assert "Where the top regressions happened" in page
+    plotted = sorted(p.name for p in tmp_path.glob("series_1_*.png"))
+    assert plotted and all(f"]({name})" in page for name in plotted)
