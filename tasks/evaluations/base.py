@@ -134,6 +134,12 @@ class PostJobEvaluation(ABC):
         """Why this evaluation does not apply to a job of `framework` on `spec`, or None if it does."""
         return None
 
+    def on_failure(self, outcome: EvaluationResult) -> None:
+        """Fill in the outcome of a run that crashed or was killed at its time or memory limit
+        (its status and reason are set): the evaluation's own tags and metrics for that case, so a
+        report shows the failure instead of a blank. By default there are none."""
+        return None
+
     @abstractmethod
     def run(self, context: EvaluationContext) -> EvaluationResult:
         """Measure the saved model; write files into context.folder. Raise on failure."""

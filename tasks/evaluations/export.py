@@ -8,8 +8,9 @@ model on the test fold; latency at batch 1 and throughput at a large batch, ONNX
 the native model, in the same process on the same cores.
 
 The outcome is the tag `export_onnx`: ok | unsupported (with the converter's message in
-`export_onnx.reason`) | parity failed. A converter that crashes or hangs is bounded by the
-stage (this runs in its own watched process) and never touches the job.
+`export_onnx.reason`) | parity failed | failed. A converter that crashes or hangs is bounded by the
+stage (this runs in its own watched process), never touches the job, and is recorded as failed
+with the reason it stopped.
 """
 
 from __future__ import annotations
@@ -58,11 +59,19 @@ class ExportEvaluation(PostJobEvaluation):
         "mojo_mb": "size of H2O's MOJO (its deployable artifact), MB",
     }
     tags: ClassVar[dict[str, str]] = {
-        "export_onnx": "ONNX export outcome: ok | unsupported | parity failed",
-        "export_onnx.reason": "the converter's message (unsupported) or the parity found (parity failed)",
+        "export_onnx": "ONNX export outcome: ok | unsupported | parity failed | failed (the export "
+                       "crashed, or was killed at its time or memory limit)",
+        "export_onnx.reason": "the converter's message (unsupported), the parity found (parity failed), "
+                              "or why the export stopped (failed)",
         "export_mojo": "H2O only: its MOJO export: ok | unsupported",
         "export_mojo.reason": "why H2O wrote no MOJO (this client's own message)",
     }
+
+    def on_failure(self, outcome: EvaluationResult) -> None:
+        outcome.metrics.setdefault("onnx_export_ok", 0.0)  # counted as tried in the deployability table
+        outcome.tags.setdefault("export_onnx", "failed")
+        outcome.tags.setdefault("export_onnx.reason", f"{outcome.status}: {outcome.reason.splitlines()[0]}"
+                                if outcome.reason else outcome.status)
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
         settings: ExportSettings = context.settings  # type: ignore[assignment]

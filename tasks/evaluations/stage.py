@@ -32,6 +32,7 @@ from tasks.worker import error_tail
 EVALUATIONS_DIR = "evaluations"  # JOB_DIR/evaluations/NAME/
 LOG_FILE = "evaluation.log"
 SAMPLE_INTERVAL_S = 0.25
+FAILED = ("failed", "timeout", "memory")
 
 logger = logging.getLogger("automl_eval.evaluations")
 
@@ -107,6 +108,8 @@ def _evaluate(name: str, block: dict[str, Any], job: Job, spec: DatasetSpec, job
             status="failed", reason=f"the evaluation process exited with code {returncode} without a "
                                     f"result.\n{log_tail}".strip())
     outcome.wall_s = outcome.wall_s or wall_s
+    if outcome.status in FAILED:
+        evaluation.on_failure(outcome)
     outcome.save(folder)
     return outcome
 

@@ -20,10 +20,14 @@ class ProbeEvaluation(PostJobEvaluation):
     name = "probe"
     settings_model = ProbeSettings
     metrics: ClassVar[dict[str, str]] = {"probe_result": "the job's result, scored again on the saved model"}
+    tags: ClassVar[dict[str, str]] = {"probe_outcome": "how a probe that failed stopped"}
     grace_s = 3.0
 
     def applies_to(self, spec, framework):  # noqa: ANN001, ANN201
         return "the probe does not take regression" if spec.problem_type == "regression" else None
+
+    def on_failure(self, outcome: EvaluationResult) -> None:
+        outcome.tags["probe_outcome"] = f"stopped: {outcome.status}"
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
         mode = context.settings.mode  # type: ignore[attr-defined]

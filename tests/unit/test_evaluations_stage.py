@@ -93,6 +93,8 @@ def test_a_failing_evaluation_never_changes_the_job(project: dict[str, DatasetSp
     assert evaluated.status == "ok" and evaluated.scores == scores
     assert evaluated.evaluations["probe"]["status"] == status
     assert reason in evaluated.evaluations["probe"]["reason"]
+    # The evaluation's own words for the failure are recorded, whether the child or the stage caught it.
+    assert evaluated.evaluations["probe"]["tags"] == {"probe_outcome": f"stopped: {status}"}
 
 
 def test_not_applicable_is_not_a_failure(project: dict[str, DatasetSpec], tmp_path: Path) -> None:

@@ -301,3 +301,17 @@ def test_unknown_field_in_a_block_is_one_sentence(tmp_path: Path, block: str, fi
 def test_the_explain_suite_loads() -> None:
     suite = load_suite(REPO_ROOT / "specs" / "suites" / "explain.yaml")
     assert set(suite.evaluation_blocks()) == {"explain", "export"}
+
+
+def test_an_export_that_crashed_or_was_killed_is_recorded_as_failed() -> None:
+    """The stage calls this when the converter's process crashed or hit its limit: the deployability
+    table then counts the job as tried and not exported, and says why."""
+    from tasks.evaluations.base import EvaluationResult
+    from tasks.evaluations.export import EVALUATION as EXPORT
+
+    outcome = EvaluationResult(status="timeout",
+                               reason="killed at the evaluation's limit of 180 s.\nlog tail")
+    EXPORT.on_failure(outcome)
+    assert outcome.metrics == {"onnx_export_ok": 0.0}
+    assert outcome.tags == {"export_onnx": "failed",
+                            "export_onnx.reason": "timeout: killed at the evaluation's limit of 180 s."}
