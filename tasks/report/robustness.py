@@ -20,6 +20,7 @@ from tasks.vocabulary import RESULT
 
 ROBUST_AUC = "robust_auc"
 FRAME_TARGET = "*"  # tasks.evaluations.robustness.search.FRAME
+BUILD_ERROR = "build error"  # tasks.evaluations.robustness.search.BUILD_ERROR (not a scored point)
 TOP_CELLS = 5
 
 
@@ -99,7 +100,7 @@ def breaking_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.
 
 def worst_cells(cases: pd.DataFrame, top: int = TOP_CELLS, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
     """Per framework, the (column, corruption) cells with the highest mean degradation."""
-    single = cases[(cases["target"].astype(str) != FRAME_TARGET) & (cases["status"] != "not applicable")
+    single = cases[(cases["target"].astype(str) != FRAME_TARGET) & (cases["status"] != BUILD_ERROR)
                    & (cases["framework"] != baseline)]
     if single.empty:
         return pd.DataFrame(columns=["framework", "dataset", "target", "corruption", "degradation"])
@@ -110,7 +111,7 @@ def worst_cells(cases: pd.DataFrame, top: int = TOP_CELLS, baseline: str = DEFAU
 
 
 def curve_points(cases: pd.DataFrame) -> pd.DataFrame:
-    frame_wide = cases[(cases["target"].astype(str) == FRAME_TARGET) & (cases["status"] != "not applicable")]
+    frame_wide = cases[(cases["target"].astype(str) == FRAME_TARGET) & (cases["status"] != BUILD_ERROR)]
     return frame_wide.groupby(["dataset", "corruption", "framework", "severity"], as_index=False)[
         "degradation"].mean()
 

@@ -324,3 +324,32 @@ def test_a_frame_wide_case_is_the_union_of_its_single_target_cases(name: str) ->
         single, mask = corrupt(frame, corruption, [target], 0.3, seeds.__getitem__, facts)
         hit = list(mask.columns[mask.any()])
         pd.testing.assert_frame_equal(whole[hit], single[hit])
+
+
+def test_report_constants_match_the_evaluation() -> None:
+    """The report names these without importing the evaluation (which imports tab_err)."""
+    from tasks.evaluations.robustness.search import BUILD_ERROR
+    from tasks.report import robustness as report
+
+    assert (report.FRAME_TARGET, report.BUILD_ERROR) == (FRAME, BUILD_ERROR)
+
+
+def test_a_copy_that_cannot_be_built_is_a_build_error_not_a_point(project: dict[str, DatasetSpec],
+                                                                 tmp_path: Path) -> None:
+    """Applicability is settled before any case, so a corruption that then raises is a defect: it
+    is recorded as one, counted, and never drawn as a point of the curve or hidden as not applicable."""
+    from tasks.evaluations.robustness import summarize
+    from tasks.evaluations.robustness.search import BUILD_ERROR
+
+    _, scorer = _context(project["binary"], tmp_path,
+                         lambda fold: KnownBreakModel(fold.y_test, fold.task.classes, 2.0))
+    scorer.targets = {"gaussian_noise": ["color", "x1"]}  # noise on a categorical column cannot be built
+    outcome = search({"gaussian_noise": ("noise", ["color", "x1"])}, scorer, SearchSettings(
+        presets=[0.5, 1.0], resolution=0.1, max_bisections=0, coverage_min=1.0, probe_severity=0.5),
+        has_time=lambda: True)
+    unbuilt = [c for c in outcome.all_cases() if c.status == BUILD_ERROR]
+    assert unbuilt and all("not numeric" in c.error and c.target in ("color", "*") for c in unbuilt)
+    assert all(c.status != BUILD_ERROR for c in outcome.curves["gaussian_noise"].scored)
+    metrics = summarize(outcome, scorer, [0.5, 1.0])
+    assert metrics["robust_build_errors"] == len(unbuilt)
+    assert metrics["robust_cases"] == len(outcome.all_cases()) - len(unbuilt)

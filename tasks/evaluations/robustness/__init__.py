@@ -18,7 +18,14 @@ from pydantic import Field, field_validator
 
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
-from tasks.evaluations.robustness.search import FRAME, Case, SearchSettings, degradation, search
+from tasks.evaluations.robustness.search import (
+    BUILD_ERROR,
+    FRAME,
+    Case,
+    SearchSettings,
+    degradation,
+    search,
+)
 from tasks.specs import DatasetSpec
 
 CASES_FILE = "cases.csv"
@@ -115,8 +122,9 @@ class Scorer:
         try:
             corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
             case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
-        except Exception as exc:  # noqa: BLE001 - a corruption that cannot be built is recorded, not fatal
-            case.status, case.error = "not applicable", f"{type(exc).__name__}: {exc}"[:300]
+        except Exception as exc:  # noqa: BLE001 - recorded and reported (the evaluation is partial), not fatal
+            # Whether a corruption applies is decided before any case; failing here is a defect.
+            case.status, case.error = BUILD_ERROR, f"{type(exc).__name__}: {exc}"[:300]
             case.wall_s = time.perf_counter() - started
             return case
         try:
@@ -188,12 +196,13 @@ def summarize(outcome: Any, scorer: Scorer, presets: list[float]) -> dict[str, f
     breaking = [v for k, v in metrics.items() if k.endswith("_breaking")]
     if breaking:
         metrics["robust_breaking_mean"] = float(np.mean(breaking))
-    cases = [c for c in outcome.all_cases() if c.status != "not applicable"]
+    cases = [c for c in outcome.all_cases() if c.status != BUILD_ERROR]
     aucs = [a for values in by_family.values() for a in values]
     if aucs:
         metrics["robust_auc"] = float(np.mean(aucs))
     metrics["robust_cases"] = float(len(cases))
     metrics["robust_failures"] = float(sum(c.status == "failure" for c in cases))
+    metrics["robust_build_errors"] = float(sum(c.status == BUILD_ERROR for c in outcome.all_cases()))
     if cases:
         metrics["robust_degradation_mean"] = float(np.mean([c.degradation for c in cases]))
     metrics["robust_coverage"] = outcome.coverage
@@ -216,6 +225,8 @@ class RobustnessEvaluation(PostJobEvaluation):
         "robust_failures": "cases where the model raised or returned garbage (scored as the constant "
                            "predictor)",
         "robust_cases": "corrupted copies of the test fold scored",
+        "robust_build_errors": "corrupted copies that could not be built (a defect of the corruption, "
+                               "never the model's; the evaluation is then partial)",
         "robust_degradation_mean": "mean degradation over the cases (0 = unaffected, 1 = constant predictor)",
         "robust_coverage": "share of (column x corruption) cells exercised",
         "robust_clean_result": "result on the clean test fold, re-scored in the evaluation",
@@ -288,9 +299,15 @@ class RobustnessEvaluation(PostJobEvaluation):
             from tasks.align import alignment_metrics
 
             info["alignment"] = alignment_metrics(context.spec.name)
+        unbuilt = [c for c in cases if c.status == BUILD_ERROR]
+        reasons = [] if complete else [outcome.stop_reason]
+        if unbuilt:
+            first = unbuilt[0]
+            reasons.append(f"{len(unbuilt)} corrupted copies could not be built, e.g. {first.corruption} "
+                           f"on {first.target} at {first.severity:g}: {first.error}")
         return EvaluationResult(
-            status="ok" if complete else "partial",
-            reason="" if complete else outcome.stop_reason,
+            status="partial" if reasons else "ok",
+            reason="; ".join(reasons),
             metrics=metrics, files=[CASES_FILE],
             info={"stop_reason": outcome.stop_reason, "coverage": outcome.coverage,
                   "cells_total": outcome.cells_total, "cells_exercised": outcome.cells_exercised,

@@ -20,6 +20,9 @@ import numpy as np
 FRAME = "*"  # the target of a frame-wide case
 
 
+BUILD_ERROR = "build error"  # Case.status of a corrupted copy that could not be made
+
+
 @dataclass
 class Case:
     corruption: str
@@ -31,6 +34,7 @@ class Case:
     md5: str = ""  # of the corrupted test fold (CSV bytes): every framework sees the same rows
     cells_changed: int = 0
     # ok | failure (the model raised or returned garbage: scored as the constant predictor)
+    # | build error (the corrupted copy itself could not be made: a defect here, not the model's)
     status: str = "ok"
     error: str = ""
     result: float = float("nan")
@@ -79,7 +83,7 @@ class Curve:
     @property
     def scored(self) -> list[Case]:
         """The cases that were scored (a corrupted copy that could not be built is not a point)."""
-        return [c for c in self.cases if c.status != "not applicable"]
+        return [c for c in self.cases if c.status != BUILD_ERROR]
 
     def complete(self, presets: list[float]) -> bool:
         """Whether every preset severity was scored (a curve cut short by the time limit is not)."""
