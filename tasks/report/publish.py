@@ -64,13 +64,46 @@ def execution_url(execution_id: str) -> str:
     return run_url(read.execution(execution_id)["experiment_id"], execution_id)
 
 
+def regression_run_links(regressions: Any, sides: dict[str, Any], url_of: Any) -> list[str]:
+    """Markdown lines linking, for each regressed (dataset, framework) cell, its job runs on each
+    side (`sides`: label -> that execution's job runs; `url_of(experiment_id, run_id)` -> URL)."""
+    cells = list(dict.fromkeys(zip(regressions["dataset"], regressions["framework"], strict=True)))
+    if not cells:
+        return []
+    lines = ["", "## Job runs of the regressed cells", ""]
+    for dataset, framework in cells:
+        links = []
+        for label, runs in sides.items():
+            if runs is None or runs.empty or "run_id" not in runs:
+                continue
+            mine = runs[(runs["dataset"] == dataset) & (runs["framework"] == framework)]
+            for row in mine.sort_values(["fold", "seed"]).itertuples(index=False):
+                links.append(f"[{label} f{row.fold} s{row.seed}]({url_of(row.experiment_id, row.run_id)})")
+        if links:
+            lines.append(f"- **{dataset} / {framework}**: " + ", ".join(links))
+    return lines if len(lines) > 3 else []
+
+
+def _regression_links(nightly: NightlyComparison) -> str:
+    if nightly.comparison is None or nightly.comparison.regressions.empty:
+        return ""
+    from tasks.tracking import read
+    from tasks.tracking.store import run_url
+
+    sides = {"current": read.job_runs(execution_id=nightly.execution_id)}
+    if nightly.baseline_id:
+        sides["baseline"] = read.job_runs(execution_id=nightly.baseline_id)
+    lines = regression_run_links(nightly.comparison.regressions, sides, run_url)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def publish_comparison(nightly: NightlyComparison, suite: str) -> None:
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     link = f"[MLflow execution]({execution_url(nightly.execution_id)})\n\n" if nightly.execution_id else ""
     create_markdown_artifact(
         key=artifact_key("regression", suite),
-        markdown=link + nightly.markdown,
+        markdown=link + nightly.markdown + _regression_links(nightly),
         description="Changes against the previous successful execution",
     )
     if nightly.comparison is not None:

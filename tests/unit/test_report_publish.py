@@ -27,3 +27,24 @@ def test_a_regression_fails_the_flow_run_and_a_clean_night_does_not() -> None:
     assert state is not None and state.is_failed() and "base" in state.message
     assert regression_state(_nightly(False)) is None
     assert regression_state(NightlyComparison("cand", None, None, "no baseline")) is None
+
+
+def test_each_regressed_cell_links_its_job_runs_on_both_sides() -> None:
+    from tasks.report.publish import regression_run_links
+
+    regressions = pd.DataFrame({"dataset": ["iris", "iris"], "framework": ["hgb", "hgb"],
+                                "metric": ["result", "fit_s"]})
+
+    def runs(prefix: str) -> pd.DataFrame:
+        return pd.DataFrame({"dataset": ["iris", "iris", "iris"], "framework": ["hgb", "hgb", "rf"],
+                             "fold": [1, 0, 0], "seed": [0, 0, 0], "experiment_id": ["7"] * 3,
+                             "run_id": [f"{prefix}1", f"{prefix}0", f"{prefix}rf"]})
+
+    lines = regression_run_links(regressions, {"current": runs("c"), "baseline": runs("b")},
+                                 lambda experiment, run: f"http://mlflow/#/experiments/{experiment}/runs/{run}")
+    cell = [line for line in lines if line.startswith("- ")]
+    assert cell == ["- **iris / hgb**: [current f0 s0](http://mlflow/#/experiments/7/runs/c0), "
+                    "[current f1 s0](http://mlflow/#/experiments/7/runs/c1), "
+                    "[baseline f0 s0](http://mlflow/#/experiments/7/runs/b0), "
+                    "[baseline f1 s0](http://mlflow/#/experiments/7/runs/b1)"]
+    assert regression_run_links(regressions.iloc[0:0], {"current": runs("c")}, str) == []
