@@ -113,9 +113,10 @@ def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_catalog: Pa
 def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory):
     """Prefect server, two workers, MLflow on PostgreSQL, deployed: shared by tests/integration
     and tests/ui, so a session starts one stack (about a minute), not one per module."""
+    from run_support.services import missing_service
     from team_support.stack import postgres_up, running_team
 
     if not postgres_up():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)")
+        missing_service("PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)")
     with running_team(built_catalog, tmp_path_factory.mktemp("team-home")) as stack:
         yield stack

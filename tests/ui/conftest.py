@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from run_support.services import missing_service
 from ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -34,7 +35,8 @@ BIN = Path(sys.executable).parent
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.is_file():
-        pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
+        missing_service(f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium; "
+                        ".ci/run does)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
