@@ -24,7 +24,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from tasks.gpus import GpuPool, visible_gpu_count
+from tasks.gpus import GpuPool, visible_gpu_count, visible_gpu_ids
 from tasks.paths import job_dir_for
 from tasks.plan import Job
 from tasks.results import JobResult
@@ -245,7 +245,7 @@ class EmbeddedDispatcher:
             return []
         budget = jobs[0].budget
         workers = min(len(jobs), self.parallel or max_parallel_jobs(budget))
-        gpu_pool = GpuPool(visible_gpu_count()) if budget.gpus else None
+        gpu_pool = GpuPool(visible_gpu_ids()) if budget.gpus else None
         outcomes: list[dict[str, Any]] = []
         with ThreadPoolTaskRunner(max_workers=workers) as runner:
             futures = [

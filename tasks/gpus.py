@@ -20,29 +20,60 @@ LOCK_DIR_ENV = "AUTOML_EVAL_GPU_LOCKS"
 DEFAULT_LOCK_DIR = Path("/tmp/automl-eval-gpu-locks")
 
 
-def visible_gpu_count() -> int:
-    """GPUs this host offers jobs (CUDA_VISIBLE_DEVICES narrows them); 0 without a GPU driver."""
+def visible_gpu_ids() -> list[int]:
+    """The NVML indices of the GPUs this process may hand to jobs; [] without a GPU driver.
+
+    NVML numbers every device on the host whatever CUDA_VISIBLE_DEVICES says, so a worker started
+    with CUDA_VISIBLE_DEVICES=2,3 offers devices 2 and 3 (not 0 and 1): its jobs then get those
+    in their own CUDA_VISIBLE_DEVICES (with CUDA_DEVICE_ORDER=PCI_BUS_ID, CUDA's numbering is
+    NVML's), their locks name those, and the sampler reads those.
+    """
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
             count = pynvml.nvmlDeviceGetCount()
+            uuids = {}
+            for index in range(count):
+                uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
+                uuids[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = index
         finally:
             pynvml.nvmlShutdown()
     except Exception:  # no driver, no library: a CPU host
-        return 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
-    return count
+        return []
+    return parse_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), count, uuids)
+
+
+def parse_visible_devices(visible: str | None, count: int, uuids: dict[str, int]) -> list[int]:
+    """CUDA_VISIBLE_DEVICES as NVML indices: entries are indices or (prefixes of) UUIDs; as CUDA
+    does, the list stops at the first entry that names no device."""
+    if visible is None:
+        return list(range(count))
+    found: list[int] = []
+    for entry in (part.strip() for part in visible.split(",")):
+        if entry.isdigit() and int(entry) < count:
+            index: int | None = int(entry)
+        else:
+            matches = [i for uuid, i in uuids.items() if entry and uuid.startswith(entry)]
+            index = matches[0] if len(matches) == 1 else None
+        if index is None:
+            break
+        if index not in found:
+            found.append(index)
+    return found
+
+
+def visible_gpu_count() -> int:
+    """GPUs this host offers jobs (CUDA_VISIBLE_DEVICES narrows them); 0 without a GPU driver."""
+    return len(visible_gpu_ids())
 
 
 class GpuPool:
     """Hands each running GPU job of this process its own devices, and takes them back when it ends."""
 
-    def __init__(self, device_count: int) -> None:
-        self._free = list(range(device_count))
+    def __init__(self, devices: list[int]) -> None:
+        self._free = list(devices)  # NVML indices (visible_gpu_ids)
         self._lock = threading.Lock()
 
     def take(self, count: int) -> list[int] | None:
@@ -70,8 +101,8 @@ def lock_dir() -> Path:
 def host_devices(count: int, locks: Path | None = None, timeout_s: float = 3600) -> Iterator[list[int]]:
     """Lock `count` of this host's GPUs for the caller (one file lock per device, released when the
     block ends or the process dies); yields their indices, or [] when the host has fewer."""
-    available = visible_gpu_count()
-    if count <= 0 or available < count:
+    available = visible_gpu_ids()
+    if count <= 0 or len(available) < count:
         yield []
         return
     folder = locks or lock_dir()
@@ -80,7 +111,7 @@ def host_devices(count: int, locks: Path | None = None, timeout_s: float = 3600)
     with ExitStack() as stack:
         taken: list[int] = []
         while len(taken) < count:
-            for device in range(available):
+            for device in available:
                 if device in taken:
                     continue
                 handle = stack.enter_context((folder / f"gpu{device}.lock").open("w"))

@@ -97,7 +97,7 @@ def test_parallel_gpu_jobs_follow_the_devices() -> None:
 
 
 def test_gpu_pool_hands_out_distinct_devices() -> None:
-    pool = GpuPool(3)
+    pool = GpuPool([0, 1, 2])
     first, second = pool.take(2), pool.take(1)
     assert first == [0, 1] and second == [2]
     assert pool.take(1) == []  # too few free: the job is skipped with the reason, never given a busy device
@@ -147,3 +147,17 @@ def test_retry_or_resume_needs_an_execution(tmp_path: Path, monkeypatch: pytest.
     check_execution_choice("smoke", execution.execution_id)
     with pytest.raises(UserError, match="of suite 'nightly'"):
         check_execution_choice("nightly", execution.execution_id)  # another suite's execution
+
+
+def test_a_worker_restricted_to_some_gpus_hands_out_those_devices() -> None:
+    """NVML numbers every device on the host; CUDA_VISIBLE_DEVICES=2,3 means devices 2 and 3."""
+    from tasks.gpus import parse_visible_devices
+
+    uuids = {f"GPU-{k}abc": k for k in range(4)}
+    assert parse_visible_devices(None, 4, uuids) == [0, 1, 2, 3]
+    assert parse_visible_devices("2,3", 4, uuids) == [2, 3]
+    assert parse_visible_devices("GPU-3, 1", 4, uuids) == [3, 1]  # UUID prefixes, as CUDA takes them
+    assert parse_visible_devices("1,7,2", 4, uuids) == [1]  # CUDA stops at the first unknown entry
+    assert parse_visible_devices("", 4, uuids) == []
+    pool = GpuPool(parse_visible_devices("2,3", 4, uuids))
+    assert pool.take(1) == [2] and pool.take(1) == [3] and pool.take(1) == []
