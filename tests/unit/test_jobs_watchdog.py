@@ -167,3 +167,19 @@ def test_unknown_variant_and_unknown_framework_fail_with_one_sentence(
     assert bad_variant.status == "failed" and "no variant 'dance'" in bad_variant.error
     unknown = run_job(_job("ok", framework="nope"), project["binary"], tmp_path / "runs" / "unknown")
     assert unknown.status == "failed" and "unknown framework 'nope'" in unknown.error
+
+
+def test_a_workers_peak_rss_is_its_own_not_the_process_that_started_it() -> None:
+    """Linux carries the spawning process's peak RSS across exec into getrusage's ru_maxrss; a cold
+    worker started by a team worker (Prefect and MLflow loaded) reported ~130 MB it never used."""
+    import subprocess
+    import sys
+
+    ballast = bytearray(b"\x01") * (600 * 2**20)  # the starting process's memory, touched
+    probe = ("import resource; from tasks.worker import _own_peak_rss_kib; "
+             "print(_own_peak_rss_kib() / 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    del ballast
+    own_mb, carried_mb = (float(value) for value in done.stdout.split())
+    assert carried_mb > 600  # what ru_maxrss says: the parent's 600 MB
+    assert own_mb < 400, own_mb  # what the worker records: its own imports only
