@@ -29,7 +29,16 @@ from tasks.errors import UserError
 from tasks.paths import job_dir_for
 from tasks.plan import Job, make_jobs
 from tasks.results import JobResult
-from tasks.specs import Budget, DatasetSpec, FrameworkRef, Suite, load_budget, load_dataset_spec, load_suite
+from tasks.specs import (
+    Budget,
+    DatasetSpec,
+    FrameworkRef,
+    Suite,
+    check_plain_names,
+    load_budget,
+    load_dataset_spec,
+    load_suite,
+)
 from tasks.vocabulary import FINISHED_STATUSES, RETRYABLE_STATUSES
 
 logger = logging.getLogger("automl_eval.benchmark")
@@ -62,6 +71,8 @@ def _pick_frameworks(suite: Suite, names: list[str] | None) -> list[FrameworkRef
     picked = []
     for name in names:
         from_suite = [ref for ref in suite.frameworks if name in (ref.id, ref.name)]
+        if not from_suite:
+            check_plain_names("--frameworks", frameworks=[name])
         picked.extend(from_suite or [FrameworkRef.parse(name)])
     unique: list[FrameworkRef] = []
     for ref in picked:  # keep order, drop repeats
@@ -71,7 +82,14 @@ def _pick_frameworks(suite: Suite, names: list[str] | None) -> list[FrameworkRef
 
 
 def _check_frameworks(refs: list[FrameworkRef]) -> None:
-    """Unknown or unusable frameworks stop the run before anything starts, with one sentence."""
+    """Unknown or unusable frameworks stop the run before anything starts, with one sentence.
+
+    A framework named at a version (`hgb@1.7.2`) needs its environment installed and working: its
+    Python is started once here (the framework imported at its version). A missing one is not
+    installed on the fly (minutes of pip, perhaps failing, inside a nightly run): the sentence gives
+    the command that installs it.
+    """
+    from tasks.frameworks.environments import find_environment
     from tasks.frameworks.registry import get_adapter
 
     for ref in refs:
@@ -81,9 +99,12 @@ def _check_frameworks(refs: list[FrameworkRef]) -> None:
             raise
         except (KeyError, LookupError, ValueError) as exc:
             raise UserError(f"unknown framework '{ref.name}': {exc}") from None
-        reason = adapter.unavailable_reason()
-        if reason:
-            raise UserError(reason)
+        if ref.version:
+            find_environment(ref.name, ref.version).require_usable(probe=True)
+        else:
+            reason = adapter.unavailable_reason()
+            if reason:
+                raise UserError(reason)
         if ref.variant:
             try:
                 adapter.variant_params(ref.variant)

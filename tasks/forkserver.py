@@ -117,7 +117,13 @@ def serve() -> None:
     _answers = os.dup(STDOUT)
     os.dup2(STDERR, STDOUT)
     for module in PRELOAD:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError:
+            # A framework environment without scikit-learn (say) still serves warm workers; the
+            # harness's own modules must import everywhere.
+            if module.startswith("tasks."):
+                raise
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)

@@ -29,6 +29,7 @@ import pandas as pd
 from tasks import paths, resources
 from tasks.errors import UserError
 from tasks.frameworks.base import FrameworkAdapter
+from tasks.frameworks.environments import find_environment, record_environment
 from tasks.frameworks.registry import get_adapter
 from tasks.launch import python_environment, start_worker
 from tasks.metrics import score
@@ -173,18 +174,23 @@ def run_job(
     result = JobResult(job_key=job.key, started_utc=now_utc())
 
     devices, skip_reason = _gpu_plan(job, gpu_devices, result)
+    environment = None
     try:
         adapter = get_adapter(job.framework)
         params = {**(adapter.variant_params(job.variant) if job.variant else {}), **job.params}
+        if job.framework_version:
+            # The plan checked it (probe included); a folder gone since is this job's failure alone.
+            environment = find_environment(job.framework, job.framework_version)
+            environment.require_usable(probe=False)
     except (UserError, ValueError) as exc:
         return _finish(result, job_dir, "failed", str(exc))
-    result.framework_version = adapter.version() or ""
+    result.framework_version = environment.version if environment else adapter.version() or ""
     if skip_reason:
         return _finish(result, job_dir, "skipped", skip_reason)
     if spec.problem_type not in adapter.problem_types or spec.modality not in adapter.modalities:
         reason = f"{adapter.name} does not handle {spec.modality} {spec.problem_type} problems."
         return _finish(result, job_dir, "skipped", reason)
-    unavailable = adapter.unavailable_reason()
+    unavailable = None if environment else adapter.unavailable_reason()
     if unavailable:
         return _finish(result, job_dir, "failed", unavailable)
 
@@ -203,13 +209,17 @@ def run_job(
         "latency_calls": _latency_setting(LATENCY_CALLS_ENV, LATENCY_CALLS),
         "latency_max_s": _latency_setting(LATENCY_MAX_S_ENV, LATENCY_MAX_S),
         "launched_unix": time.time(),
+        "python": str(environment.python) if environment else "",
     }
     (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2, default=str))
     try:
-        watched = _watch(job, job_dir, payload["threads"], devices, hard_limit)
+        watched = _watch(job, job_dir, payload["threads"], devices, hard_limit,
+                         environment.python if environment else None)
     finally:
         if leased:
             resources.CORE_POOL.release(cores)
+    if environment is not None:
+        record_environment(job_dir / MODEL_DIR, environment)
     return _complete(result, spec, job_dir, watched, cores, entered, payload["launched_unix"])
 
 
@@ -234,13 +244,15 @@ def _latency_setting(variable: str, default: float) -> float:
     return value
 
 
-def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit: float) -> Watched:
-    """Start the worker and watch it until it exits or the watchdog kills it."""
+def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit: float,
+           python: Path | None = None) -> Watched:
+    """Start the worker (with `python`, a framework environment's, or this one) and watch it until
+    it exits or the watchdog kills it."""
     verdict: tuple[str, str] | None = None
     harness_mb = 0.0  # the worker's copy of the fold's data: not the framework's budget
     gpu_sampler = resources.GpuSampler(devices) if devices else None
     started = time.monotonic()
-    child, launcher = start_worker(job_dir, child_environment(threads, devices), job_dir / LOG_FILE)
+    child, launcher = start_worker(job_dir, child_environment(threads, devices), job_dir / LOG_FILE, python)
     sampler = resources.ProcessTreeSampler(child.pid)
     if gpu_sampler:
         gpu_sampler.__enter__()

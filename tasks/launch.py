@@ -6,6 +6,10 @@ numpy, pandas, scipy and scikit-learn again; ``cold`` starts ``python -m tasks.w
 Either way the worker is a process of its own, in its own session, that the watchdog samples and
 kills as a tree, and its exit status comes from a real wait on it (waitpid in the server), never
 from a guess. If the warm server cannot start a worker, the job starts cold and the log says why.
+
+A job in a framework environment of its own (tasks/frameworks/environments.py) runs with that
+environment's interpreter: cold, or forked from a warm server of that interpreter, started on the
+environment's first job and kept for the next ones.
 """
 
 from __future__ import annotations
@@ -75,11 +79,12 @@ def chosen_launcher() -> str:
     return choice
 
 
-def start_cold(job_dir: Path, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+def start_cold(job_dir: Path, env: dict[str, str], log_path: Path,
+               python: Path | None = None) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log:
         # Output goes to a file, not a pipe: no pipe to drain, nothing to block on at exit.
         return subprocess.Popen(
-            [sys.executable, "-m", "tasks.worker", str(job_dir)],
+            [str(python or sys.executable), "-m", "tasks.worker", str(job_dir)],
             cwd=job_dir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: the kill reaches everything it starts
         )
@@ -109,9 +114,10 @@ class ForkedWorker:
 
 
 class ForkServer:
-    """One warm server per harness process, shared by the threads that run jobs."""
+    """One warm server per harness process and interpreter, shared by the threads that run jobs."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: Path | None = None) -> None:
+        self.python = str(python or sys.executable)
         self._start_lock = threading.Lock()  # one request or server start at a time
         self._lock = threading.Lock()  # the table of workers, shared with the reader thread
         self._server: subprocess.Popen[bytes] | None = None
@@ -181,7 +187,7 @@ class ForkServer:
         env = python_environment(threads=1)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read while the server lives
         server = subprocess.Popen(
-            [sys.executable, "-m", SERVER_MODULE], cwd=PACKAGE_ROOT, env=env,
+            [self.python, "-m", SERVER_MODULE], cwd=PACKAGE_ROOT, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             start_new_session=True,  # Ctrl-C reaches the harness, which decides
         )
@@ -250,15 +256,28 @@ class ForkServer:
 
 
 FORK_SERVER = ForkServer()
+_environment_servers: dict[str, ForkServer] = {}  # a framework environment's python -> its server
+_environment_servers_lock = threading.Lock()
 
 
-def start_worker(job_dir: Path, env: dict[str, str], log_path: Path) -> tuple[WorkerProcess, str]:
-    """Start the worker of the job in `job_dir`; returns it and how it was started."""
+def fork_server_for(python: Path | None) -> ForkServer:
+    """The warm server of an interpreter: the harness's own, or a framework environment's (made on
+    first use; it starts with its first job)."""
+    if python is None or str(python) == sys.executable:
+        return FORK_SERVER
+    with _environment_servers_lock:
+        return _environment_servers.setdefault(str(python), ForkServer(python))
+
+
+def start_worker(job_dir: Path, env: dict[str, str], log_path: Path,
+                 python: Path | None = None) -> tuple[WorkerProcess, str]:
+    """Start the worker of the job in `job_dir` with `python` (default: this interpreter); returns
+    it and how it was started."""
     if chosen_launcher() == "warm":
         try:
-            return FORK_SERVER.start(job_dir, env, log_path), "warm"
+            return fork_server_for(python).start(job_dir, env, log_path), "warm"
         except ForkServerUnavailable as exc:
             with open(log_path, "a") as log:
                 log.write(f"[harness] {exc}; starting this worker cold.\n")
             logger.warning("%s; starting the worker of %s cold.", exc, job_dir.name)
-    return start_cold(job_dir, env, log_path), "cold"
+    return start_cold(job_dir, env, log_path, python), "cold"

@@ -53,6 +53,13 @@ def runs_dir() -> Path:
     return Path(os.environ.get("AUTOML_EVAL_RUNS_DIR", project_root() / "runs"))
 
 
+def venvs_dir() -> Path:
+    """Framework environments, one folder each (.venvs/NAME-VERSION). AUTOML_EVAL_VENVS_DIR puts
+    them elsewhere: shared by several checkouts of the project, or by a test session."""
+    override = os.environ.get("AUTOML_EVAL_VENVS_DIR")
+    return Path(override).resolve() if override else project_root() / ".venvs"
+
+
 def reports_dir() -> Path:
     return project_root() / "reports"
 

@@ -1,4 +1,4 @@
-"""Job: one (dataset@version, framework@variant, fold, seed) under a budget, and the suite plan.
+"""Job: one (dataset@version, framework:variant@version, fold, seed) under a budget, and the suite plan.
 
 The job key is a stable hash of everything that defines the job, so a resumed suite can tell a
 finished job from a missing one and no job is recorded twice.
@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tasks.specs import Budget, FrameworkRef
+from tasks.specs import Budget, FrameworkRef, framework_id
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,14 @@ class Job:
     seed: int
     budget: Budget
     params: dict[str, Any] = field(default_factory=dict)
+    # The framework's version in its own environment (`hgb@1.7.2`); None: the main environment.
+    framework_version: str | None = None
 
     @property
     def framework_id(self) -> str:
-        return f"{self.framework}:{self.variant}" if self.variant else self.framework
+        """`name[:variant][@version]`; without a version exactly what it was before versions
+        existed, so the keys of jobs recorded then still match (resume)."""
+        return framework_id(self.framework, self.variant, self.framework_version)
 
     @property
     def key(self) -> str:
@@ -69,8 +73,9 @@ def make_jobs(
 ) -> list[Job]:
     """Every combination, ordered so that each dataset's folds run close together."""
     return [
-        Job(suite_name, name, version, ref.name, ref.variant, fold, seed, budget, dict(ref.params))
-        for name, version in datasets.items()
+        Job(suite_name, name, data_version, ref.name, ref.variant, fold, seed, budget, dict(ref.params),
+            framework_version=ref.version)
+        for name, data_version in datasets.items()
         for fold in range(folds)
         for seed in seeds
         for ref in frameworks

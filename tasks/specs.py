@@ -26,6 +26,9 @@ DEFAULT_METRIC: dict[str, str] = {"binary": "auc", "multiclass": "logloss", "reg
 # A name that becomes part of a path (cards, suites, reports): letters, digits, `_` and `-`,
 # optionally a multimodal card's `NAME[stream+stream]`. Nothing like `..` or `/` gets through.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\[[A-Za-z0-9_+-]+\])?")
+# A framework version as a suite names it (`hgb@1.7.2`): it becomes part of a folder name
+# (.venvs/NAME-VERSION), so only letters, digits, '.', '+' and '-', starting with a letter or digit.
+VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]*")
 # Gate checks a card may accept knowingly (tasks/data/validate.py runs and reports them anyway).
 ACCEPTABLE_CHECKS = ("no_train_test_duplicates", "classes_at_least_folds", "columns_declared")
 
@@ -176,28 +179,62 @@ class Budget(_Strict):
 
 
 class FrameworkRef(_Strict):
-    """A framework as a suite names it: `name`, `name:variant`, or a mapping with params.
+    """A framework as a suite names it: `name`, `name:variant`, `name@version`, `name:variant@version`,
+    or a mapping with params.
 
-    Params whose name starts with `_` are for the adapter; the rest pass to the framework.
+    Params whose name starts with `_` are for the adapter; the rest pass to the framework. A version
+    runs the job in that framework's own environment (tasks/frameworks/environments.py); without one
+    the job runs in the main environment, as before.
     """
 
     name: str
     variant: str | None = None
+    version: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("version")
+    @classmethod
+    def _plain_version(cls, value: str | None) -> str | None:
+        if value is not None and not is_plain_version(value):
+            raise ValueError(f"{value!r} is not a version; use letters, digits, '.', '+' and '-' only, "
+                             "e.g. hgb@1.7.2")
+        return value
 
     @property
     def id(self) -> str:
-        return f"{self.name}:{self.variant}" if self.variant else self.name
+        return framework_id(self.name, self.variant, self.version)
 
     @classmethod
     def parse(cls, entry: str | dict[str, Any]) -> FrameworkRef:
+        return cls(**cls.fields_of(entry))
+
+    @staticmethod
+    def fields_of(entry: str | dict[str, Any]) -> dict[str, Any]:
+        """A suite entry as the model's fields: `name:variant@version` split into its parts."""
         if isinstance(entry, str):
-            name, _, variant = entry.partition(":")
-            return cls(name=name, variant=variant or None)
-        if isinstance(entry, dict) and ":" in str(entry.get("name", "")) and "variant" not in entry:
-            name, _, variant = str(entry["name"]).partition(":")
-            return cls(**{**entry, "name": name, "variant": variant})
-        return cls(**entry)
+            return {key: value for key, value in split_framework_id(entry).items() if value is not None}
+        if isinstance(entry, dict) and any(mark in str(entry.get("name", "")) for mark in ":@"):
+            parts = split_framework_id(str(entry["name"]))
+            given = {key: value for key, value in parts.items() if value is not None and key not in entry}
+            return {**entry, **given, "name": parts["name"]}
+        return entry
+
+
+def is_plain_version(value: str) -> bool:
+    return isinstance(value, str) and VERSION.fullmatch(value) is not None
+
+
+def framework_id(name: str, variant: str | None, version: str | None) -> str:
+    """`name[:variant][@version]`: how suites, job labels and the `framework` tag name a framework."""
+    return name + (f":{variant}" if variant else "") + (f"@{version}" if version else "")
+
+
+def split_framework_id(text: str) -> dict[str, str | None]:
+    """`name[:variant][@version]` -> its parts (None where absent)."""
+    head, at, version = text.partition("@")
+    name, _, variant = head.partition(":")
+    # `hgb@` keeps its empty version, which the version check then refuses.
+    return {"name": name, "variant": variant or None, "version": version if at else None}
 
 
 # Top-level suite fields a modality adds (tasks/multimodal/combinations.py reads it); any other
@@ -233,7 +270,8 @@ class Suite(_Strict):
     @classmethod
     def _parse_frameworks(cls, value: Any) -> Any:
         if isinstance(value, list):
-            return [FrameworkRef.parse(v) if isinstance(v, (str, dict)) else v for v in value]
+            # Fields, not models: a bad part is then reported at its place (frameworks.0.version).
+            return [FrameworkRef.fields_of(v) if isinstance(v, (str, dict)) else v for v in value]
         return value
 
     @field_validator("seeds", mode="before")
@@ -281,19 +319,30 @@ def _available(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
+def is_plain_framework(text: str) -> bool:
+    """`name[:variant][@version]` with a plain name and variant and a plain version."""
+    parts = split_framework_id(text)
+    names = [part for part in (parts["name"], parts["variant"]) if part is not None]
+    version = parts["version"]
+    return (all(is_plain_name(part) for part in names) and text.count("@") <= 1
+            and (version is None or is_plain_version(version)))
+
+
 def check_plain_names(where: str, **fields: str | list[str] | None) -> None:
     """Form or CLI values that name files (suite, budget, datasets, frameworks) must be plain names.
 
-    A framework may carry a variant (`autogluon:best_quality`): each part must be plain. Raises one
-    sentence naming the field before anything is read or written.
+    A framework may carry a variant and a version (`autogluon:best_quality@1.5.0`): its name and
+    variant must be plain names, its version a plain version. Raises one sentence naming the field
+    before anything is read or written.
     """
     for field, value in fields.items():
         for item in [value] if isinstance(value, str) else list(value or []):
-            parts = str(item).split(":", 1) if field == "frameworks" else [str(item)]
-            if not all(is_plain_name(part) for part in parts):
+            framework = field == "frameworks"
+            if not (is_plain_framework(str(item)) if framework else is_plain_name(str(item))):
+                versions = ", and a version of letters, digits, '.', '+' and '-' (hgb@1.7.2)"
                 raise UserError(
                     f"{where}: field '{field}': {item!r} is not a plain name; use letters, digits, "
-                    "'_' and '-' only (no '/' or '..')."
+                    f"'_' and '-' only (no '/' or '..'){versions if framework else ''}."
                 )
 
 

@@ -250,7 +250,9 @@ def main(argv: list[str]) -> int:
     try:
         info["thread_pools"] = _limit_thread_pools(int(payload.get("threads") or 1))
         adapter = get_adapter(payload["job"]["framework"])
+        # The version this interpreter imports: a framework environment's, or the main one's.
         result.framework_version = adapter.version() or ""
+        info["python"] = sys.executable
         run(job_dir, payload, costs, info)
         result.status = "ok"
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes

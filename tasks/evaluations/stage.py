@@ -72,7 +72,7 @@ def _evaluate(name: str, block: dict[str, Any], job: Job, spec: DatasetSpec, job
                                    reason=f"the job is {result.status}: there is no model to evaluate")
         outcome.save(folder)
         return outcome
-    reason = evaluation.applies_to(spec, job.framework)
+    reason = evaluation.applies_to(spec, job.framework) or _made_elsewhere(job)
     if reason:
         outcome = EvaluationResult(status="not applicable", reason=reason)
         outcome.save(folder)
@@ -112,6 +112,19 @@ def _evaluate(name: str, block: dict[str, Any], job: Job, spec: DatasetSpec, job
         evaluation.on_failure(outcome)
     outcome.save(folder)
     return outcome
+
+
+def _made_elsewhere(job: Job) -> str | None:
+    """Evaluations load the model in the main environment: one made in a framework environment of
+    its own (another version of the framework) is not loaded there."""
+    from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
+    from tasks.frameworks.registry import get_adapter
+
+    if not job.framework_version or get_adapter(job.framework).version() == job.framework_version:
+        return None
+    return (f"the model was made in the framework environment {job.framework_id}, and post-job "
+            "evaluations load models in the main environment, where the framework is at another version; "
+            f"its requirements are in model/{MODEL_REQUIREMENTS_FILE}")
 
 
 def _watch(folder: Path, threads: int, memory_mb: int,

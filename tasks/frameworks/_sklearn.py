@@ -12,9 +12,16 @@ import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget
 
 ESTIMATOR_FILE = "estimator.joblib"
+# Earlier scikit-learn releases, each in an environment of its own (`hgb@1.7.2`, `rf@1.8.0`), next
+# to the main environment's: quick to install, so the version-to-version comparison is cheap to try.
+SKLEARN_ENVIRONMENTS = tuple(
+    EnvironmentSpec(version, requirements=(f"scikit-learn=={version}",), imports=("sklearn.ensemble",))
+    for version in ("1.7.2", "1.8.0")
+)
 
 
 class SklearnModel(FittedModel):
@@ -53,6 +60,7 @@ class SklearnAdapter(FrameworkAdapter):
 
     package = "scikit-learn"
     install_hint = "pip install scikit-learn"
+    environments = SKLEARN_ENVIRONMENTS
 
     @abstractmethod
     def estimator(

@@ -11,6 +11,7 @@ import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget
 
 PREDICTOR_DIR = "predictor"
@@ -26,6 +27,15 @@ EVAL_METRIC = {
 # Measured on a loaded 2-core machine: time_limit 17 s gave a 28 s fit.
 TIME_LIMIT_SHARE = 0.85
 TIME_RESERVE_S = 8.0
+# `autogluon@1.5.0` and `autogluon@1.6.3`, each in an environment of its own: the upgrade question
+# ("did 1.6 make our models worse?") in one suite. Minutes to install: `make setup-frameworks`.
+ENVIRONMENTS = (
+    # 1.5.0 needs pyarrow<21 and scipy<1.17, older than the main environment's (pip's resolver).
+    EnvironmentSpec("1.5.0", requirements=("autogluon.tabular[lightgbm,catboost]==1.5.0",),
+                    imports=("autogluon.tabular",), match_main_libraries=False),
+    EnvironmentSpec("1.6.3", requirements=("autogluon.tabular[lightgbm,catboost]==1.6.3",),
+                    imports=("autogluon.tabular",)),
+)
 
 
 class AutoGluonModel(FittedModel):
@@ -72,6 +82,7 @@ class AutoGluonAdapter(FrameworkAdapter):
     uses_gpu = True
     # Raw text columns stay strings: AutoGluon turns them into its own n-gram features.
     modalities = frozenset({"tabular", "multimodal", "text"})
+    environments = ENVIRONMENTS
 
     def variant_params(self, variant: str) -> dict[str, Any]:
         if variant not in PRESETS:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget
 
 
@@ -71,6 +72,9 @@ class FrameworkAdapter(ABC):
     # Extra seconds the watchdog allows on top of the budget for a start-up outside the search
     # (H2O's JVM); see tasks/jobs.py for the grace every job gets.
     startup_grace_s: ClassVar[float] = 0.0
+    # Versions that run in an environment of their own (`NAME@VERSION` in a suite), see
+    # tasks/frameworks/environments.py. The main environment's version needs no declaration.
+    environments: ClassVar[tuple[EnvironmentSpec, ...]] = ()
 
     def version(self) -> str | None:
         """Installed version, or None when the framework is not installed."""

@@ -36,7 +36,7 @@ def _adapter_of(module: ModuleType) -> FrameworkAdapter | None:
 def _shipped() -> dict[str, FrameworkAdapter]:
     found: dict[str, FrameworkAdapter] = {}
     for module_info in pkgutil.iter_modules(package.__path__):
-        if module_info.name.startswith("_") or module_info.name in ("base", "registry"):
+        if module_info.name.startswith("_") or module_info.name in ("base", "registry", "environments"):
             continue
         adapter = _adapter_of(importlib.import_module(f"{package.__name__}.{module_info.name}"))
         if adapter is not None:
@@ -91,8 +91,27 @@ def read_task_info(model_dir: Path) -> TaskInfo:
     return TaskInfo(**fields)
 
 
+class ModelEnvironmentMismatch(RuntimeError):
+    """A model made in a framework environment, loaded where its framework is at another version."""
+
+
 def load_saved_model(model_dir: Path) -> tuple[FittedModel, TaskInfo]:
-    """Load a model folder written by the worker: its adapter's load() with its TaskInfo."""
+    """Load a model folder written by the worker: its adapter's load() with its TaskInfo.
+
+    A model made in a framework environment of its own loads only where its framework has the same
+    version: another version may unpickle it wrongly or not at all, so it is refused in one sentence.
+    """
+    from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE, model_environment
+
     identity = json.loads((model_dir / FRAMEWORK_FILE).read_text())
+    adapter = get_adapter(identity["name"])
+    made_in = model_environment(model_dir)
+    if made_in is not None and adapter.version() != identity.get("version"):
+        raise ModelEnvironmentMismatch(
+            f"this model was made by {adapter.package} {identity.get('version')} in the framework "
+            f"environment {made_in.get('environment')}, and here {adapter.package} is "
+            f"{adapter.version() or 'not installed'}: load it with that environment's Python (install it "
+            f"with `{made_in.get('install')}`), or rebuild one from {model_dir / MODEL_REQUIREMENTS_FILE}."
+        )
     task = read_task_info(model_dir)
-    return get_adapter(identity["name"]).load(model_dir, task), task
+    return adapter.load(model_dir, task), task

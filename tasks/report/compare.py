@@ -364,6 +364,7 @@ def compare(
         stage, _, figure = stage_name.partition(": ")
         if figure in STAGE_QUANTITIES:
             compared[stage_name] = Quantity(stage_name)
+    everything = pair_versions(everything)
     base = everything[everything["_side"] == "baseline"]
     cand = everything[everything["_side"] == "candidate"]
     factor_columns = _factors(raw)
@@ -445,6 +446,33 @@ def compare(
             )
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     return Comparison(table, thresholds, unmatched, alignments)
+
+
+def _without_version(framework: str) -> str:
+    return framework.partition("@")[0]
+
+
+def pair_versions(jobs: pd.DataFrame) -> pd.DataFrame:
+    """One framework at one version in the baseline and at another in the candidate (`hgb@1.7.2`
+    against `hgb`, or `autogluon@1.5.0` against `autogluon@1.6.3`) is one cell, named
+    "BASE -> CANDIDATE": its version is then a differing factor like any other (framework_version).
+    Only where the pairing is unambiguous: one such framework on each side of the dataset."""
+    jobs = jobs.copy()
+    baseline, candidate = jobs["_side"] == "baseline", jobs["_side"] == "candidate"
+    for dataset in sorted(set(jobs.loc[baseline, "dataset"]) & set(jobs.loc[candidate, "dataset"])):
+        here = jobs["dataset"] == dataset
+        base_frameworks = set(jobs.loc[here & baseline, "framework"])
+        cand_frameworks = set(jobs.loc[here & candidate, "framework"])
+        only_base, only_cand = base_frameworks - cand_frameworks, cand_frameworks - base_frameworks
+        for family in {_without_version(f) for f in only_base} & {_without_version(f) for f in only_cand}:
+            [old_base, *more_base] = sorted(f for f in only_base if _without_version(f) == family)
+            [old_cand, *more_cand] = sorted(f for f in only_cand if _without_version(f) == family)
+            if more_base or more_cand:
+                continue
+            cell = f"{old_base} -> {old_cand}"
+            jobs.loc[here & baseline & (jobs["framework"] == old_base), "framework"] = cell
+            jobs.loc[here & candidate & (jobs["framework"] == old_cand), "framework"] = cell
+    return jobs
 
 
 def _too_short(b_ok: pd.DataFrame, name: str) -> bool:

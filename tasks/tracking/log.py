@@ -124,7 +124,7 @@ def selection_params(selection: dict[str, Any]) -> dict[str, str]:
     (their params are part of what a resume must re-plan)."""
     params = {}
     for key, value in sorted(selection.items()):
-        if key == "frameworks" and all(set(entry) <= {"name", "variant"} for entry in value):
+        if key == "frameworks" and all(set(entry) <= {"name", "variant", "version"} for entry in value):
             params[key] = ", ".join(FrameworkRef(**entry).id for entry in value)
         elif isinstance(value, list) and all(isinstance(item, str) for item in value):
             params[key] = ", ".join(value)
@@ -746,7 +746,7 @@ def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, jo
             input_example=example,
             code_paths=model_code_paths(),  # self-contained: served from any directory
             # Given, not inferred: inference loads the model in a subprocess, seconds per job.
-            pip_requirements=requirements(job.framework, result.framework_version),
+            pip_requirements=requirements(job.framework, result.framework_version, job_dir / MODEL_DIR),
             # Model.log would otherwise load the model here to predict the example (an H2O model
             # would start a JVM in the harness).
             validate_serving_input=False,

@@ -106,10 +106,24 @@ def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_ve
     return destination
 
 
-def requirements(framework: str, framework_version: str) -> list[str]:
-    """What a serving environment needs; given explicitly because inferring it costs seconds."""
+def requirements(framework: str, framework_version: str, model_dir: Path | None = None) -> list[str]:
+    """What a serving environment needs; given explicitly because inferring it costs seconds.
+
+    A model made in a framework environment of its own carries that environment's pip freeze
+    (tasks/frameworks/environments.py): its requirements are that freeze plus MLflow, so the
+    model is served in a copy of the environment that made it, not in the main one's.
+    """
     from importlib import metadata
 
+    from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
+
+    frozen = model_dir / MODEL_REQUIREMENTS_FILE if model_dir is not None else None
+    if frozen is not None and frozen.is_file():
+        lines = [line.strip() for line in frozen.read_text().splitlines()]
+        pins = [line for line in lines if line and not line.startswith(("#", "-"))]
+        if not any(line.lower().startswith("mlflow") for line in pins):
+            pins.append(f"mlflow=={metadata.version('mlflow')}")
+        return pins
     pins = []
     try:
         from tasks.frameworks.registry import get_adapter

@@ -162,3 +162,17 @@ def test_series_place_a_slower_fit_in_the_fitting_phase_and_the_page_plots_them(
     assert "Where the top regressions happened" in page
     plotted = sorted(p.name for p in tmp_path.glob("series_1_*.png"))
     assert plotted and all(f"]({name})" in page for name in plotted)
+
+
+def test_a_framework_at_another_version_is_one_cell_and_the_version_is_the_factor() -> None:
+    # The candidate ran hgb in its own environment at another version (`hgb@2.0.0`), five points worse.
+    candidate = _runs((3, 4, 5), shift={CELL: -FIVE_POINTS})
+    cell = (candidate["dataset"] == CELL[0]) & (candidate["framework"] == CELL[1])
+    candidate.loc[cell, "framework"] = "hgb@2.0.0"
+    candidate.loc[cell, "framework_version"] = "2.0.0"
+    result = compare(_runs((0, 1, 2)), candidate)
+    assert not any(CELL[0] in line for line in result.unmatched)
+    [row] = result.regressions.to_dict("records")
+    assert (row["dataset"], row["framework"]) == (CELL[0], "hgb -> hgb@2.0.0")
+    assert row["main factor"] == "framework_version"
+    assert "framework_version" in row["differing factors"] and "-> 2.0.0" in row["differing factors"]
