@@ -97,7 +97,7 @@ def card_expectations(spec: DatasetSpec, frame: pd.DataFrame) -> list[Any]:
             # A constant feature carries no information and breaks some frameworks' preprocessing.
             suite.append(expect.ExpectColumnUniqueValueCountToBeBetween(column=column, min_value=2))
     suite.append(expect.ExpectColumnValuesToNotBeNull(column=spec.target))
-    if spec.problem_type == "regression":
+    if spec.numeric_target:
         # Finite: GE counts +/-inf as outside any finite range.
         suite.append(
             expect.ExpectColumnValuesToBeBetween(
@@ -159,7 +159,7 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
         k = max(len(folds_module.fold_ids(assignment)), 1)
     else:
         k = folds_module.fold_settings(spec).k
-    if spec.problem_type != "regression":
+    if not spec.numeric_target:
         counts = frame[spec.target].value_counts(dropna=True)
         small = counts[counts < k]
         results.append(
