@@ -141,7 +141,8 @@ def smape(actual: np.ndarray, forecast: np.ndarray) -> float:
 
     A step where both are 0 is a perfect forecast (0), not 0/0."""
     denominator = np.abs(actual) + np.abs(forecast)
-    terms = np.divide(np.abs(actual - forecast), denominator, out=np.zeros(len(actual)), where=denominator > 0)
+    terms = np.divide(np.abs(actual - forecast), denominator, out=np.zeros(len(actual)),
+                      where=denominator > 0)
     return float(200.0 * terms.mean())
 
 

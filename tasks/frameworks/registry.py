@@ -90,7 +90,8 @@ def read_task_info(model_dir: Path) -> TaskInfo:
     fields["classes"] = tuple(fields.get("classes", ()))
     if fields.get("forecast"):
         forecast = fields["forecast"]
-        fields["forecast"] = ForecastTask(**{**forecast, "quantile_levels": tuple(forecast["quantile_levels"])})
+        levels = tuple(forecast["quantile_levels"])
+        fields["forecast"] = ForecastTask(**{**forecast, "quantile_levels": levels})
     return TaskInfo(**fields)
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 from tasks.frameworks._forecasting import (
     POINT,
     SERIES,
+    TIME,
     ForecastTableModel,
     forecast_task,
     load_forecast_table,
@@ -88,9 +89,6 @@ class StatsForecastAdapter(FrameworkAdapter):
     def load(self, model_dir: Path, task: TaskInfo) -> ForecastTableModel:
         return load_forecast_table(model_dir, task)
 
-    def test_params(self) -> dict[str, Any]:
-        return {}
-
 
 def _standard_columns(part: pd.DataFrame, alias: str) -> pd.DataFrame:
     """statsforecast's MODEL, MODEL-lo-80, MODEL-hi-80 as mean and the 0.1, 0.5, 0.9 quantiles."""
@@ -98,8 +96,8 @@ def _standard_columns(part: pd.DataFrame, alias: str) -> pd.DataFrame:
     point = part[alias].to_numpy(dtype=float)
     low = part[f"{alias}-lo-{INTERVAL_LEVEL}"].to_numpy(dtype=float)
     high = part[f"{alias}-hi-{INTERVAL_LEVEL}"].to_numpy(dtype=float)
-    return pd.DataFrame({SERIES: part[SERIES].astype(str).to_numpy(), "ds": part["ds"].to_numpy(), POINT: point,
-                         quantile_column(0.1): np.minimum(low, point), quantile_column(0.5): point,
+    return pd.DataFrame({SERIES: part[SERIES].astype(str).to_numpy(), TIME: part[TIME].to_numpy(),
+                         POINT: point, quantile_column(0.1): np.minimum(low, point), quantile_column(0.5): point,
                          quantile_column(0.9): np.maximum(high, point)})
 
 
