@@ -97,8 +97,8 @@ def _standard_columns(part: pd.DataFrame, alias: str) -> pd.DataFrame:
     low = part[f"{alias}-lo-{INTERVAL_LEVEL}"].to_numpy(dtype=float)
     high = part[f"{alias}-hi-{INTERVAL_LEVEL}"].to_numpy(dtype=float)
     return pd.DataFrame({SERIES: part[SERIES].astype(str).to_numpy(), TIME: part[TIME].to_numpy(),
-                         POINT: point, quantile_column(0.1): np.minimum(low, point), quantile_column(0.5): point,
-                         quantile_column(0.9): np.maximum(high, point)})
+                         POINT: point, quantile_column(0.1): np.minimum(low, point),
+                         quantile_column(0.5): point, quantile_column(0.9): np.maximum(high, point)})
 
 
 ADAPTER = StatsForecastAdapter()
