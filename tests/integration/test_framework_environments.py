@@ -66,6 +66,11 @@ def test_two_versions_run_side_by_side_and_compare_names_the_version(
     assert result["info"]["python"].startswith(str(old_sklearn_venvs))
     model_dir = job_dir / "model"
     assert f"scikit-learn=={OLD}" in (model_dir / "environment-requirements.txt").read_text().splitlines()
+    # The pyfunc model logged for it pins that environment's requirements (plus MLflow).
+    artifacts = home / "mlflow" / "artifacts"
+    logged = [path.read_text().splitlines() for path in artifacts.rglob("requirements.txt")]
+    assert any(f"scikit-learn=={OLD}" in pins and f"mlflow=={metadata.version('mlflow')}" in pins
+               for pins in logged)
     from tasks.frameworks.registry import ModelEnvironmentMismatch, load_saved_model
 
     with pytest.raises(ModelEnvironmentMismatch, match=f"scikit-learn {OLD} in the framework environment"):
