@@ -139,7 +139,11 @@ def _read(job_dir: Path, name: str) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
 
-def _score(job_dir: Path, spec: DatasetSpec, classes: list[Any]) -> dict[str, float]:
+def _score(job_dir: Path, spec: DatasetSpec, classes: list[Any], fold: int) -> dict[str, float]:
+    if spec.problem_type == "forecasting":
+        from tasks.forecasting.scoring import score_predictions
+
+        return score_predictions(spec, fold, pd.read_csv(job_dir / PREDICTIONS_FILE))
     table = pd.read_csv(job_dir / PREDICTIONS_FILE, dtype={"truth": str, "prediction": str}
                         if spec.problem_type != "regression" else None)
     proba = None
@@ -220,7 +224,7 @@ def run_job(
             resources.CORE_POOL.release(cores)
     if environment is not None:
         record_environment(job_dir / MODEL_DIR, environment)
-    return _complete(result, spec, job_dir, watched, cores, entered, payload["launched_unix"])
+    return _complete(result, spec, job_dir, watched, cores, entered, payload["launched_unix"], job.fold)
 
 
 def _data_load_mb(job_dir: Path) -> float:
@@ -299,7 +303,7 @@ def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit
 
 def _complete(
     result: JobResult, spec: DatasetSpec, job_dir: Path, watched: Watched, cores: list[int],
-    entered: float, launched_unix: float,
+    entered: float, launched_unix: float, fold: int,
 ) -> JobResult:
     """Merge what the worker wrote with what the watchdog saw, score, save the final result."""
     host, gpu, started_utc = result.host, result.gpu, result.started_utc
@@ -322,7 +326,7 @@ def _complete(
         status, error = "failed", f"{_describe_exit(watched.returncode)}{where}.\n{log_tail}".strip()
     elif status == "ok":
         try:
-            result.scores = _score(job_dir, spec, result.info.get("classes", []))
+            result.scores = _score(job_dir, spec, result.info.get("classes", []), fold)
         except Exception as exc:  # noqa: BLE001 - predictions the harness cannot score fail the job
             status, error = "failed", f"scoring the predictions failed: {type(exc).__name__}: {exc}"
     result.costs = _costs(result, job_dir, watched, time.monotonic() - entered)

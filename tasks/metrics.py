@@ -1,7 +1,8 @@
 """The harness's scores: every metric of a problem type, computed from predictions and the truth.
 
-Adapters never score themselves; the parent process calls ``score`` on what the child wrote to
-predictions.csv, so every framework is measured by the same code. Names come from
+Adapters never score themselves; the parent process calls ``score`` (or, for forecasts,
+``score_forecasts``) on what the child wrote to predictions.csv, so every framework is measured by
+the same code. Names come from
 ``tasks.vocabulary`` and ``result`` is the suite metric made higher-is-better (AMLB's convention:
 lower-is-better metrics are negated).
 """
@@ -120,5 +121,102 @@ def score(
         scorer = _binary if problem_type == "binary" else _multiclass
         raw = scorer(_as_labels(y_true), _as_labels(y_pred), matrix, labels)
     scores = {name: float(value) for name, value in raw.items()}
+    scores[RESULT] = higher_is_better(metric, scores[metric])
+    return scores
+
+
+# ------------------------------------------------------------------------ forecasting (M4's definitions)
+
+# The quantiles a forecasting framework is asked for (columns `q0.1`, ... of predictions.csv);
+# coverage is the share of truths inside the outermost pair (10%..90%: nominal 0.8).
+QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.5, 0.9)
+
+
+def quantile_column(level: float) -> str:
+    return f"q{level:g}"
+
+
+def smape(actual: np.ndarray, forecast: np.ndarray) -> float:
+    """M4's sMAPE of one series, in percent: 200/h * sum |y - f| / (|y| + |f|).
+
+    A step where both are 0 is a perfect forecast (0), not 0/0."""
+    denominator = np.abs(actual) + np.abs(forecast)
+    terms = np.divide(np.abs(actual - forecast), denominator, out=np.zeros(len(actual)),
+                      where=denominator > 0)
+    return float(200.0 * terms.mean())
+
+
+def mase_scale(history: np.ndarray, season_length: int) -> float:
+    """The in-sample seasonal naive error, mean |y_t - y_{t-m}| over the training part (M4's MASE scale);
+    a series shorter than one season plus one step falls back to m = 1."""
+    m = season_length if len(history) > season_length else 1
+    return float(np.mean(np.abs(history[m:] - history[:-m]))) if len(history) > m else float("nan")
+
+
+def mase(actual: np.ndarray, forecast: np.ndarray, history: np.ndarray, season_length: int) -> float:
+    """M4's MASE of one series: mean |y - f| over the horizon / the in-sample seasonal naive error."""
+    return float(np.mean(np.abs(actual - forecast)) / mase_scale(history, season_length))
+
+
+def _mean_over_series(values: list[float], what: str) -> float:
+    finite = np.asarray(values, dtype=float)
+    if not np.isfinite(finite).all():
+        raise ValueError(f"{what} is not finite for {int((~np.isfinite(finite)).sum())} series "
+                         "(a constant training part gives MASE no scale)")
+    return float(finite.mean())
+
+
+def quantile_scores(actual: np.ndarray, quantiles: pd.DataFrame) -> dict[str, float]:
+    """Weighted quantile loss (GluonTS/AutoGluon's WQL: 2 * pinball loss summed over the points,
+    over sum |y|, averaged over the levels) and the coverage of the outermost quantile interval."""
+    levels = sorted(float(column[1:]) for column in quantiles.columns)
+    scale = float(np.sum(np.abs(actual)))
+    losses = []
+    for level in levels:
+        predicted = quantiles[quantile_column(level)].to_numpy(dtype=float)
+        error = actual - predicted
+        losses.append(2 * np.sum(np.maximum(level * error, (level - 1) * error)) / scale)
+    scores = {"quantile_loss": float(np.mean(losses))}
+    if len(levels) >= 2:
+        low = quantiles[quantile_column(levels[0])].to_numpy(dtype=float)
+        high = quantiles[quantile_column(levels[-1])].to_numpy(dtype=float)
+        scores["coverage"] = float(np.mean((actual >= low) & (actual <= high)))
+    return scores
+
+
+def score_forecasts(
+    metric: str,
+    series: Sequence[Any] | np.ndarray,
+    actual: np.ndarray,
+    forecast: np.ndarray,
+    naive2: np.ndarray,
+    histories: dict[Any, np.ndarray],
+    season_length: int,
+    quantiles: pd.DataFrame | None = None,
+) -> dict[str, float]:
+    """M4's scores of one fold: sMAPE and MASE per series, averaged over the series, for the
+    framework and for Naive2 on the same points; OWA = mean(sMAPE / sMAPE_Naive2, MASE / MASE_Naive2).
+
+    `series`, `actual`, `forecast`, `naive2` (and `quantiles`' rows) are aligned, one entry per
+    forecast point; `histories` holds each series' training values, oldest first (MASE's scale).
+    """
+    check_metric("forecasting", metric)
+    forecast = np.asarray(forecast, dtype=float)
+    if not np.isfinite(forecast).all():
+        raise ValueError("forecasts contain NaN or infinite values")
+    actual, naive2 = np.asarray(actual, dtype=float), np.asarray(naive2, dtype=float)
+    keys = pd.Series(np.asarray(series, dtype=object))
+    per_series: dict[str, list[float]] = {"smape": [], "mase": [], "smape_naive2": [], "mase_naive2": []}
+    for key, positions in keys.groupby(keys, sort=False).indices.items():
+        history = histories[key]
+        y = actual[positions]
+        per_series["smape"].append(smape(y, forecast[positions]))
+        per_series["mase"].append(mase(y, forecast[positions], history, season_length))
+        per_series["smape_naive2"].append(smape(y, naive2[positions]))
+        per_series["mase_naive2"].append(mase(y, naive2[positions], history, season_length))
+    scores = {name: _mean_over_series(values, name) for name, values in per_series.items()}
+    scores["owa"] = 0.5 * (scores["smape"] / scores["smape_naive2"] + scores["mase"] / scores["mase_naive2"])
+    if quantiles is not None and len(quantiles.columns):
+        scores.update(quantile_scores(actual, quantiles))
     scores[RESULT] = higher_is_better(metric, scores[metric])
     return scores

@@ -14,6 +14,9 @@ from typing import Any
 
 RESULT_FILE = "result.json"
 PREDICTIONS_FILE = "predictions.csv"
+# A forecast's predictions.csv also names each point's series and time (long format), next to
+# `truth` and `prediction`, then one column per quantile (q0.1, ...) when the framework gives them.
+FORECAST_ID, FORECAST_TIME = "series_id", "timestamp"
 MODEL_DIR = "model"
 # A framework that records a training curve returns it in its model's info() under this key, as
 # rows {"step", "elapsed_s", <score>}; the harness saves it as TRAINING_CURVE_FILE.

@@ -17,12 +17,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tasks import paths
 from tasks.errors import UserError
 
-ProblemType = Literal["binary", "multiclass", "regression"]
+# `forecasting`: many series, each forecast `horizon` steps ahead (its card's `forecast:` block,
+# tasks/forecasting/card.py, says which columns are the series id, the time and the value).
+ProblemType = Literal["binary", "multiclass", "regression", "forecasting"]
 Modality = Literal["tabular", "text", "multimodal"]
 # A column's role in a card: how frameworks should treat it. The target is named by `target`.
 ColumnRole = Literal["numeric", "categorical", "text", "id", "ignore"]
 
-DEFAULT_METRIC: dict[str, str] = {"binary": "auc", "multiclass": "logloss", "regression": "rmse"}
+# Problem types whose target is a number (typed float; no classes, no stratified folds).
+NUMERIC_TARGETS = frozenset({"regression", "forecasting"})
+DEFAULT_METRIC: dict[str, str] = {
+    "binary": "auc", "multiclass": "logloss", "regression": "rmse", "forecasting": "owa",
+}
 # A name that becomes part of a path (cards, suites, reports): letters, digits, `_` and `-`,
 # optionally a multimodal card's `NAME[stream+stream]`. Nothing like `..` or `/` gets through.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\[[A-Za-z0-9_+-]+\])?")
@@ -157,6 +163,10 @@ class DatasetSpec(_Strict):
     @property
     def path(self) -> Path:
         return paths.datasets_dir() / self.file
+
+    @property
+    def numeric_target(self) -> bool:
+        return self.problem_type in NUMERIC_TARGETS
 
     @property
     def features(self) -> list[str]:

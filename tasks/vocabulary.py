@@ -11,8 +11,13 @@ SCORE_METRICS: dict[str, tuple[str, ...]] = {
     "binary": ("auc", "logloss", "acc", "balacc", "f1"),
     "multiclass": ("logloss", "acc", "balacc", "macro_f1"),
     "regression": ("rmse", "mae", "r2"),
+    # M4's scores: sMAPE and MASE averaged over the series, OWA relative to Naive2 on the same fold
+    # (the Naive2 figures are recorded too); quantile_loss and coverage only when the framework
+    # returns quantiles (tasks/metrics.py says how each is computed).
+    "forecasting": ("owa", "smape", "mase", "smape_naive2", "mase_naive2", "quantile_loss", "coverage"),
 }
-LOWER_IS_BETTER = frozenset({"logloss", "rmse", "mae"})
+LOWER_IS_BETTER = frozenset({"logloss", "rmse", "mae", "owa", "smape", "mase", "smape_naive2", "mase_naive2",
+                             "quantile_loss"})
 RESULT = "result"  # the suite metric made higher-is-better (AMLB: negated when lower is better)
 
 # Timings, model and resource figures of one job (MLflow metrics).
@@ -125,7 +130,7 @@ JOB_TAGS: dict[str, str] = {
     "framework_version": "installed version of the framework",
     "dataset": "dataset name (card)",
     "data_version": "DVC md5 of the dataset's file",
-    "problem_type": "binary | multiclass | regression",
+    "problem_type": "binary | multiclass | regression | forecasting",
     "metric": "the suite metric that `result` is made from",
     "budget": "budget name",
     "fold": "outer fold index",

@@ -77,7 +77,7 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     from tasks.data.fold_data import load_fold
     from tasks.frameworks.registry import get_adapter, write_model_identity
     from tasks.plan import Job
-    from tasks.results import INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE
+    from tasks.results import FORECAST_ID, FORECAST_TIME, INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE
     from tasks.specs import DatasetSpec
 
     job = Job.from_dict(payload["job"])
@@ -138,6 +138,15 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
         info["predict_proba_s"] = time.perf_counter() - started
         for label in classes:
             table[f"proba_{label}"] = proba[label].to_numpy(dtype=float)
+    if task.forecast is not None:
+        # Long format: series id and timestamp next to each point forecast, then its quantiles.
+        table.insert(1, FORECAST_ID, X_test[task.forecast.id].to_numpy())
+        table.insert(2, FORECAST_TIME, X_test[task.forecast.timestamp].to_numpy())
+        started = time.perf_counter()
+        quantiles = model.predict_quantiles(X_test)
+        info["predict_quantiles_s"] = time.perf_counter() - started
+        for column in quantiles.columns if quantiles is not None else []:
+            table[column] = quantiles[column].to_numpy(dtype=float)
 
     mark_stage(job_dir, "saving")
     model_dir = job_dir / MODEL_DIR

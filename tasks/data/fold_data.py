@@ -37,6 +37,8 @@ def load_fold(spec: DatasetSpec, fold: int) -> FoldData:
     from tasks.data.load import read_parts
 
     train_rows, test_rows = split(spec, fold)
+    if spec.problem_type == "forecasting":
+        return _forecast_fold(spec, train_rows, test_rows)
     X_train, X_test = read_parts(spec, [train_rows, test_rows], columns=spec.features or None)
     y_train, y_test = X_train.pop(spec.target), X_test.pop(spec.target)
     features = list(X_train.columns)
@@ -53,3 +55,33 @@ def load_fold(spec: DatasetSpec, fold: int) -> FoldData:
         classes=classes,
     )
     return FoldData(X_train, y_train, X_test, y_test, np.asarray(test_rows), task)
+
+
+def _forecast_fold(spec: DatasetSpec, train_rows: np.ndarray, test_rows: np.ndarray) -> FoldData:
+    """A forecasting fold: X is the (series id, timestamp) of each row, y its value; the train part
+    is every series' history before the fold's window, the test part the window (tasks/forecasting)."""
+    from tasks.data.load import read_parts
+    from tasks.forecasting.card import forecast_card
+    from tasks.frameworks.base import ForecastTask
+    from tasks.metrics import QUANTILE_LEVELS
+
+    card = forecast_card(spec)
+    X_train, X_test = read_parts(spec, [train_rows, test_rows], columns=[card.id, card.timestamp])
+    for part in (X_train, X_test):
+        part[card.id] = part[card.id].astype(str)  # a key, the same text whatever the file stored
+        part[card.timestamp] = pd.to_datetime(part[card.timestamp])
+    y_train, y_test = X_train.pop(spec.target), X_test.pop(spec.target)
+    forecast = ForecastTask(id=card.id, timestamp=card.timestamp, frequency=card.frequency,
+                            horizon=card.horizon, season_length=card.season_length,
+                            quantile_levels=QUANTILE_LEVELS)
+    task = TaskInfo(problem_type=spec.problem_type, target=spec.target, metric=str(spec.metric),
+                    column_roles={card.id: "id", card.timestamp: "id"}, forecast=forecast)
+    return FoldData(X_train, y_train, X_test, y_test, np.asarray(test_rows), task)
+
+
+def series_histories(fold: FoldData) -> dict[str, np.ndarray]:
+    """Each series' training values, oldest first: what MASE is scaled by and Naive2 forecasts from."""
+    assert fold.task.forecast is not None
+    frame = fold.X_train.assign(_value=fold.y_train.to_numpy(dtype=float))
+    frame = frame.sort_values([fold.task.forecast.id, fold.task.forecast.timestamp], kind="stable")
+    return {str(key): group.to_numpy() for key, group in frame.groupby(fold.task.forecast.id)["_value"]}

@@ -72,6 +72,11 @@ def is_time_split(spec: DatasetSpec) -> bool:
     return spec.folds_spec.strategy == "time"
 
 
+def is_forecasting(spec: DatasetSpec) -> bool:
+    """Forecasting folds are the last horizons of every series (tasks/forecasting/windows.py)."""
+    return spec.problem_type == "forecasting"
+
+
 def _card_column(spec: DatasetSpec, column: str | None, field: str) -> str:
     if not isinstance(column, str) or column not in spec.columns:
         raise UserError(
@@ -136,10 +141,15 @@ def assign_folds(frame: pd.DataFrame, spec: DatasetSpec, settings: FoldSettings)
     """
     if is_time_split(spec):
         return assign_time_blocks(frame, spec, settings.k)
+    if is_forecasting(spec):
+        from tasks.forecasting.card import forecast_card
+        from tasks.forecasting.windows import assign_windows
+
+        return assign_windows(frame, forecast_card(spec))
     groups = row_groups(frame, spec)
     n_groups = int(groups.max()) + 1 if len(groups) else 0
     order = np.random.default_rng(settings.seed).permutation(n_groups)
-    if spec.problem_type != "regression":
+    if not spec.numeric_target:
         first_row = np.unique(groups, return_index=True)[1]
         label_codes = pd.factorize(frame[spec.target].iloc[first_row].astype(str), sort=True)[0]
         # Within each class the order stays random; dealing class after class round-robin gives
@@ -241,7 +251,7 @@ def load_folds(spec: DatasetSpec) -> np.ndarray:
 
 
 def fold_ids(assignment: np.ndarray) -> list[int]:
-    """The folds a job may run: every id but a time split's train-only block."""
+    """The folds a job may run: every id but the train-only block (a time split's, a forecast's history)."""
     return [int(f) for f in np.unique(assignment) if f != TRAIN_ONLY]
 
 
@@ -249,7 +259,12 @@ def split_rows(spec: DatasetSpec, assignment: np.ndarray, fold: int) -> tuple[np
     """Row positions (train, test) of `fold` in an assignment: the rest of the rows, or, for a
     time split, only the rows of earlier blocks."""
     in_test = assignment == fold
-    in_train = assignment < fold if is_time_split(spec) else ~in_test
+    if is_forecasting(spec):
+        from tasks.forecasting.windows import train_mask
+
+        in_train = train_mask(assignment, fold)
+    else:
+        in_train = assignment < fold if is_time_split(spec) else ~in_test
     return np.flatnonzero(in_train), np.flatnonzero(in_test)
 
 

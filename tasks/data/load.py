@@ -48,7 +48,7 @@ def _require_file(spec: DatasetSpec) -> Path:
 def _string_columns(spec: DatasetSpec) -> set[str]:
     # Strings stay strings: a label "01" or a category "1" must not turn into a number.
     as_string = {c for c, role in spec.columns.items() if role in _STRING_ROLES}
-    if spec.problem_type != "regression":
+    if not spec.numeric_target:
         as_string.add(spec.target)
     return as_string
 
@@ -213,8 +213,9 @@ def _type_part(
         if typed is not values:  # an already typed column is left alone: assigning copies it
             frame[column] = typed
         del values, typed
-    if spec.problem_type == "regression":
-        target = _as_number(frame[spec.target], spec.target, spec.path, "a regression target", positions)
+    if spec.numeric_target:
+        target = _as_number(frame[spec.target], spec.target, spec.path, f"a {spec.problem_type} target",
+                            positions)
         frame[spec.target] = target.astype(float)
     else:
         frame[spec.target] = _as_text_category(frame[spec.target])

@@ -97,7 +97,7 @@ def card_expectations(spec: DatasetSpec, frame: pd.DataFrame) -> list[Any]:
             # A constant feature carries no information and breaks some frameworks' preprocessing.
             suite.append(expect.ExpectColumnUniqueValueCountToBeBetween(column=column, min_value=2))
     suite.append(expect.ExpectColumnValuesToNotBeNull(column=spec.target))
-    if spec.problem_type == "regression":
+    if spec.numeric_target:
         # Finite: GE counts +/-inf as outside any finite range.
         suite.append(
             expect.ExpectColumnValuesToBeBetween(
@@ -159,7 +159,7 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
         k = max(len(folds_module.fold_ids(assignment)), 1)
     else:
         k = folds_module.fold_settings(spec).k
-    if spec.problem_type != "regression":
+    if not spec.numeric_target:
         counts = frame[spec.target].value_counts(dropna=True)
         small = counts[counts < k]
         results.append(
@@ -174,6 +174,8 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
                 {str(label): int(count) for label, count in counts.items()},
             )
         )
+    if spec.problem_type == "forecasting":
+        results.extend(_forecast_checks(spec, frame))
     results.extend(_fold_checks(spec, frame, k, assignment))
     allowed = set(spec.gate.allow)
     return [
@@ -182,9 +184,22 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
     ]
 
 
+def _forecast_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult]:
+    """The forecasting card's series checks (tasks/forecasting/checks.py)."""
+    from tasks.forecasting.card import forecast_card
+    from tasks.forecasting.checks import series_checks
+
+    return [CheckResult(check, passed, sentence, observed)
+            for check, passed, sentence, observed in series_checks(spec.name, frame, forecast_card(spec))]
+
+
 def _expected_fold_ids(spec: DatasetSpec, k: int, observed: list[int]) -> list[int]:
     if folds_module.is_user_given(spec):
         return list(range(len(observed)))  # the user's ids: 0, 1, ... with none skipped
+    if folds_module.is_forecasting(spec):
+        from tasks.forecasting.card import forecast_card
+
+        return [folds_module.TRAIN_ONLY, *range(forecast_card(spec).windows)]
     if folds_module.is_time_split(spec):
         return [folds_module.TRAIN_ONLY, *range(k)]
     return list(range(k))
@@ -229,6 +244,10 @@ def _fold_checks(
     test_folds = folds_module.fold_ids(assignment)
     if folds_module.is_time_split(spec):
         results.append(_time_order_check(spec, frame, assignment, test_folds))
+    if folds_module.is_forecasting(spec):
+        # A series' later values repeating earlier ones is no leak: its rows differ in time, and
+        # the windows are cut per series by time (tasks/forecasting/windows.py).
+        return results
     groups = folds_module.row_groups(frame, spec)
     leaks: dict[int, int] = {}
     example: int | None = None

@@ -20,14 +20,30 @@ from tasks.specs import Budget
 
 
 @dataclass(frozen=True)
+class ForecastTask:
+    """What a forecasting adapter knows: X holds the `id` and `timestamp` columns, y the values.
+
+    fit gets every series' training part; predict gets the (id, timestamp) rows to forecast, the
+    next `horizon` steps of each series at `frequency` (a pandas offset alias)."""
+
+    id: str
+    timestamp: str
+    frequency: str
+    horizon: int
+    season_length: int
+    quantile_levels: tuple[float, ...] = ()  # quantiles to return too (predict_quantiles), if it can
+
+
+@dataclass(frozen=True)
 class TaskInfo:
     """What an adapter may know about the task (never the test labels)."""
 
-    problem_type: str  # binary | multiclass | regression
+    problem_type: str  # binary | multiclass | regression | forecasting
     target: str
     metric: str  # the suite metric, so AutoML systems optimise what they are scored on
     column_roles: dict[str, str] = field(default_factory=dict)  # numeric | categorical | text
     classes: tuple[Any, ...] = ()  # class labels in a fixed order (classification)
+    forecast: ForecastTask | None = None  # forecasting only
 
     @property
     def is_classification(self) -> bool:
@@ -44,6 +60,11 @@ class FittedModel(ABC):
     def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
         """Class probabilities, one column per class label in TaskInfo.classes order."""
         raise NotImplementedError("regression models have no class probabilities")
+
+    def predict_quantiles(self, X: pd.DataFrame) -> pd.DataFrame | None:
+        """Forecasting: one column per level of ForecastTask.quantile_levels (named by
+        tasks.metrics.quantile_column), one row per row of X; None when the model gives none."""
+        return None
 
     @abstractmethod
     def save(self, model_dir: Path) -> None:

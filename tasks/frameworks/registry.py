@@ -20,7 +20,7 @@ from types import ModuleType
 
 import tasks.frameworks as package
 from tasks.errors import UserError
-from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo
+from tasks.frameworks.base import FittedModel, ForecastTask, FrameworkAdapter, TaskInfo
 
 EXTRA_ADAPTERS_ENV = "AUTOML_EVAL_EXTRA_ADAPTERS"
 TASK_FILE = "task.json"  # TaskInfo of a saved model, so a loader can rebuild it
@@ -88,6 +88,10 @@ def write_model_identity(model_dir: Path, adapter: FrameworkAdapter, task: TaskI
 def read_task_info(model_dir: Path) -> TaskInfo:
     fields = json.loads((model_dir / TASK_FILE).read_text())
     fields["classes"] = tuple(fields.get("classes", ()))
+    if fields.get("forecast"):
+        forecast = fields["forecast"]
+        levels = tuple(forecast["quantile_levels"])
+        fields["forecast"] = ForecastTask(**{**forecast, "quantile_levels": levels})
     return TaskInfo(**fields)
 
 

@@ -18,6 +18,7 @@ from tasks.report import (
     aggregate,
     amlb,
     elo,
+    forecasting,
     jobs,
     leaderboard,
     pareto,
@@ -69,15 +70,18 @@ def build_report(
     alpha: float = 0.05,
     robustness_cases: pd.DataFrame | None = None,
     explanations: ExplanationInputs | None = None,
+    forecasts: pd.DataFrame | None = None,
 ) -> Report:
     """Compute every table and figure from job runs and write them under `folder`.
 
-    `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves).
+    `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves);
+    `forecasts`: forecasting jobs' predictions (for the forecast figures).
     """
     if runs.empty:
         raise UserError(f"no job runs to report on for {title}; check the suite name, run id or filter.")
     folder.mkdir(parents=True, exist_ok=True)
     table = jobs.prepare(runs)
+    baseline = jobs.baseline_of(table, baseline)
     if not table["ok"].any():
         return _failures_only(table, folder, title)
     cells = jobs.with_imputation(table, baseline)
@@ -162,6 +166,8 @@ def build_report(
 
     serving_lines, serving_figures = serving.section(table, folder, _table)
     figures += serving_figures
+    forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
+    serving_lines = forecast_lines + serving_lines
     markdown = _markdown(
         title,
         board,
@@ -187,6 +193,7 @@ def build_report(
         files = markdown.index("## Files")
         figure_lines = "".join(f"- ![{p.stem}]({p.name})\n" for p in explain_figures)
         markdown = markdown[:files] + "\n".join(explain_lines) + "\n" + markdown[files:] + figure_lines
+    figures += forecast_figures  # embedded in their own section already
     write_report_pages(folder, markdown, title)
     return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor, robust)
 
@@ -364,11 +371,12 @@ def report_execution(
     runs = read.job_runs(execution_id=execution_id, uri=uri)
     title = f"{suite}, execution {execution_id}"
     cases = read.evaluation_tables(runs, "robustness", "cases.csv", uri=uri)
+    forecasts = read.forecast_predictions(runs, uri=uri)
     folder = folder or default_folder(f"{suite}-{execution_id[:8]}")
     with tempfile.TemporaryDirectory() as downloads:
         explanations = load_explanations(runs, Path(downloads), uri=uri) if not runs.empty else None
         report = build_report(runs, folder, title=title, robustness_cases=cases, explanations=explanations,
-                              **options)  # type: ignore[arg-type]
+                              forecasts=forecasts, **options)  # type: ignore[arg-type]
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
     return report

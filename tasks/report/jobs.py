@@ -15,6 +15,7 @@ from tasks.vocabulary import RESULT
 KEYS = ["dataset", "framework", "fold", "seed"]
 COSTS = ["fit_s", "predict_s", "latency_p99_ms", "peak_rss_mb", "duration_s", "models_count"]
 DEFAULT_BASELINE = "constant"
+FORECAST_BASELINE = "naive2"
 
 
 def prepare(runs: pd.DataFrame) -> pd.DataFrame:
@@ -37,6 +38,16 @@ def prepare(runs: pd.DataFrame) -> pd.DataFrame:
     ]
     jobs["ok"] = (jobs["status"] == "ok") & jobs[RESULT].notna()
     return jobs.reset_index(drop=True)
+
+
+def baseline_of(jobs: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> str:
+    """The baseline failures are imputed with and Elo is anchored at: the one asked for, except
+    that a forecasting suite's default is Naive2 (OWA's reference; the constant predictor does not
+    forecast)."""
+    forecasting = (jobs["problem_type"] == "forecasting").all()
+    if baseline == DEFAULT_BASELINE and forecasting and FORECAST_BASELINE in set(jobs["framework"]):
+        return FORECAST_BASELINE
+    return baseline
 
 
 def dataset_rows(jobs: pd.DataFrame) -> pd.Series:

@@ -262,6 +262,30 @@ def evaluation_tables(runs: pd.DataFrame, evaluation: str, file: str, *,
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
+def forecast_predictions(runs: pd.DataFrame, *, uri: str | None = None) -> pd.DataFrame:
+    """The predictions.csv of every finished forecasting job run, stacked, with the run's dataset,
+    framework, fold and seed in front (the report's forecast plots); empty when there are none."""
+    import tempfile
+
+    if runs.empty or "problem_type" not in runs:
+        return pd.DataFrame()
+    status = runs["status"] if "status" in runs else pd.Series("", index=runs.index)
+    chosen = runs[(runs["problem_type"] == "forecasting") & (status == "ok")]
+    tables = []
+    mlflow_client = client(uri)
+    with tempfile.TemporaryDirectory() as scratch:
+        for row in chosen.to_dict("records"):
+            try:
+                path = mlflow_client.download_artifacts(row["run_id"], "predictions.csv", scratch)
+                table = pd.read_csv(path)
+            except (MlflowException, OSError, pd.errors.EmptyDataError):
+                continue
+            for key in ("seed", "fold", "framework", "dataset"):
+                table.insert(0, key, row.get(key) if key in row else row.get(f"params.{key}"))
+            tables.append(table)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
 def set_tag(run_id: str, key: str, value: str, *, uri: str | None = None) -> None:
     client(uri).set_tag(run_id, key, value)
 

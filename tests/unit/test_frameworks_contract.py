@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from jobs_support.tiny_project import PROBLEM_TYPES, make_project
+from jobs_support.tiny_project import FORECAST_HORIZON, PROBLEM_TYPES, make_forecasting_project, make_project
 
 from tasks.data.load import read_parts
-from tasks.frameworks.base import TaskInfo
+from tasks.frameworks.base import FrameworkAdapter, TaskInfo
 from tasks.frameworks.registry import all_adapters, load_saved_model, write_model_identity
 from tasks.specs import Budget, DatasetSpec
 
 # Real AutoML systems: seconds to a minute each even on tiny settings (H2O starts a JVM).
-HEAVY = {"autogluon", "h2o", "flaml", "hf_finetune"}
+HEAVY = {"autogluon", "h2o", "flaml", "hf_finetune", "autogluon_ts"}
 TINY_BUDGET = Budget(name="conformance", time_s=30, cores=1, memory_mb=4096)
 
 
@@ -119,5 +119,39 @@ def test_framework_contract(
                 pd.testing.assert_frame_equal(reloaded.predict_proba(X_test), proba, atol=1e-9)
             else:
                 assert np.isfinite(predicted.astype(float)).all()
+        if "forecasting" in adapter.problem_types:
+            monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "forecasting"))
+            _forecasting_contract(adapter, tmp_path / "forecasting", storage)
     finally:
         adapter.stop()
+
+
+def _forecasting_contract(adapter: FrameworkAdapter, root: Path, storage: str) -> None:
+    """Forecasts of every test point (the fold as the worker loads it), finite, ordered quantiles at
+    the asked levels, and the same forecasts after save -> load."""
+    from tasks.data.fold_data import load_fold
+    from tasks.metrics import quantile_column
+
+    spec = make_forecasting_project(root)
+    if storage == "parquet":
+        frame = pd.read_csv(spec.path)
+        frame["month"] = pd.to_datetime(frame["month"])  # real timestamps, as Parquet writers keep them
+        frame.to_parquet(spec.path.with_suffix(".parquet"), index=False)
+        spec = DatasetSpec(**{**spec.model_dump(), "file": f"{spec.name}.parquet"})
+    fold = load_fold(spec, 0)
+    assert fold.task.forecast is not None and len(fold.X_test) == 3 * FORECAST_HORIZON
+    model = adapter.fit(fold.X_train, fold.y_train, task=fold.task, budget=TINY_BUDGET,
+                        params=adapter.test_params(), workdir=root / "work", seed=0)
+    predicted = np.asarray(model.predict(fold.X_test), dtype=float)
+    assert len(predicted) == len(fold.X_test) and np.isfinite(predicted).all()
+    quantiles = model.predict_quantiles(fold.X_test)
+    if quantiles is not None:
+        levels = fold.task.forecast.quantile_levels
+        assert list(quantiles.columns) == [quantile_column(level) for level in levels]
+        assert len(quantiles) == len(fold.X_test)
+        assert (np.diff(quantiles.to_numpy(dtype=float), axis=1) >= -1e-9).all()  # q0.1 <= q0.5 <= q0.9
+    model.save(root / "model")
+    write_model_identity(root / "model", adapter, fold.task)
+    reloaded, reloaded_task = load_saved_model(root / "model")
+    assert reloaded_task == fold.task
+    np.testing.assert_allclose(np.asarray(reloaded.predict(fold.X_test), dtype=float), predicted)
