@@ -177,3 +177,5 @@ if __name__ == "__main__":  # `make ui` prints where to click first
               f"(`automl-eval run {suite_name}`).")
     else:
         print(f"MLflow UI: the runs of suite '{suite_name}' are at {link}")
+    print("Opening experiments from the list instead: switch the sidebar to 'Model training' once "
+          "(MLflow 3.17 keeps that choice in the browser and otherwise opens a GenAI overview).")

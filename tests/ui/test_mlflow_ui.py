@@ -30,6 +30,31 @@ def test_the_suite_link_opens_the_experiment_on_its_runs(page: Any, links: Embed
     assert page.get_by_text("Detect Issues").count() == 0  # not MLflow's GenAI traces overview
 
 
+def test_clicking_the_suite_in_the_experiment_list_lands_on_its_runs(page: Any, links: EmbeddedUi) -> None:
+    """MLflow 3.17 opens an experiment from the list as the sidebar's GenAI / Model training switch
+    says (kept in the browser's storage, GenAI by default: an overview of traces with a "Detect
+    issues" pop-up), whatever the experiment's kind tag. One click on Model training, once."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{links.home / 'mlflow' / 'mlflow.db'}")
+    tags = client.get_experiment(links.experiment_id).tags
+    assert tags[store.EXPERIMENT_KIND_TAG] == store.MODEL_TRAINING_KIND
+    page.goto(f"{links.url}/#/experiments")
+    page.get_by_text("Model training", exact=True).first.click()  # the README's first click
+    page.get_by_role("link", name=UI_SUITE, exact=True).first.click()
+    page.get_by_text(f"{UI_SUITE} 20").first.wait_for()
+    assert f"/experiments/{links.experiment_id}" in page.url
+    assert page.get_by_text("Run Name", exact=True).first.is_visible()
+    assert page.get_by_text("Detect Issues").count() == 0
+    # The browser keeps the choice: the next visit to the list opens the suite on its runs too.
+    again = page.context.new_page()
+    again.goto(f"{links.url}/#/experiments")
+    again.get_by_text("Time created", exact=True).first.wait_for()
+    again.get_by_role("link", name=UI_SUITE, exact=True).first.click()
+    again.get_by_text(f"{UI_SUITE} 20").first.wait_for()
+    assert again.get_by_text("Detect Issues").count() == 0
+
+
 def test_the_dataset_filter_lists_the_job_runs_framework_first_with_the_digest(
         page: Any, links: EmbeddedUi) -> None:
     """The comparison's first two clicks: Datasets, then the dataset; then the chart view."""
