@@ -66,6 +66,7 @@ def _assert_waiting_then_synced(home: Path, server: MlflowServer, suite: str, jo
     records = _records(home)
     assert len(records) == jobs
     last_job = max(record["finished_at"] for record in records)
+    print(f"{suite}: the command ended {ended_at - last_job:.1f} s after its last job")  # the figure, with -s
     assert ended_at - last_job < AFTER_LAST_JOB_S, f"ended {ended_at - last_job:.0f} s after its last job"
     waiting = [record for record in records if not record.get("run_id")]
     assert waiting and all("unreachable" in record["waiting"] for record in waiting)
