@@ -9,6 +9,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tasks.errors import UserError
 
@@ -37,7 +38,8 @@ def main() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # escape: a sentence naming autogluon.tabular[lightgbm,catboost] keeps its brackets.
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(UserError.exit_code)
     except SystemExit:
         raise

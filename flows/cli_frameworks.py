@@ -124,10 +124,24 @@ def install_command(
     """Create .venvs/NAME-VERSION with the framework at that version (python -m venv, then pip)."""
     from tasks.environment_install import install
 
-    for environment in _chosen_environments(list(targets or []), every):
+    def progress(line: str) -> None:
         # markup=False: requirements such as autogluon.tabular[lightgbm,catboost] are not rich markup.
-        install(environment, lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False),
-                reinstall=reinstall)
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+    chosen = _chosen_environments(list(targets or []), every)
+    failed: list[str] = []
+    for environment in chosen:
+        try:
+            install(environment, progress, reinstall=reinstall)
+        except UserError as exc:
+            if len(chosen) == 1:
+                raise
+            # One environment that cannot install (autogluon_mm here) must not keep the others out.
+            console.print(f"error: {exc}", style="red", highlight=False, soft_wrap=True, markup=False)
+            failed.append(environment.id)
+    if failed:
+        raise UserError(f"{len(failed)} of {len(chosen)} environments did not install ({', '.join(failed)}); "
+                        "the reason for each is printed above, the others are installed.")
 
 
 def register(app: typer.Typer) -> None:

@@ -241,3 +241,46 @@ def test_the_probe_names_the_module_that_does_not_import() -> None:
     assert completed.returncode == 1
     assert completed.stderr.strip().splitlines()[-1] == (
         "import no_such_module_here failed: ModuleNotFoundError: No module named 'no_such_module_here'")
+
+
+def test_installing_several_environments_goes_past_one_that_fails_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from flows import cli
+    from tasks import environment_install
+
+    tried: list[str] = []
+
+    def fake_install(environment: FrameworkEnvironment, progress, *, reinstall: bool = False) -> float:  # noqa: ANN001
+        tried.append(environment.id)
+        if environment.id == "hgb@1.7.2":
+            raise UserError("installing framework environment 'hgb@1.7.2' failed: no wheel.")
+        progress(f"{environment.id}: installed")
+        return 1.0
+
+    monkeypatch.setattr(environment_install, "install", fake_install)
+    cli._register_groups()
+    outcome = CliRunner().invoke(cli.app, ["frameworks", "install", "hgb@1.7.2", "hgb@1.8.0"])
+    assert tried == ["hgb@1.7.2", "hgb@1.8.0"]  # the second is installed after the first failed
+    assert "error: installing framework environment 'hgb@1.7.2' failed: no wheel." in outcome.output
+    assert "hgb@1.8.0: installed" in outcome.output
+    assert isinstance(outcome.exception, UserError)
+    assert str(outcome.exception) == ("1 of 2 environments did not install (hgb@1.7.2); the reason for each "
+                                      "is printed above, the others are installed.")
+
+
+def test_an_error_sentence_keeps_its_square_brackets(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # rich would read "[x]" (or "[lightgbm,catboost]" in a requirement) as markup and drop it.
+    import sys
+
+    from flows import cli
+
+    monkeypatch.setattr(sys, "argv", ["automl-eval", "frameworks", "install", "hgb@1.7.2[x]"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 2
+    assert "'hgb@1.7.2[x]' is not a plain name" in capsys.readouterr().err
