@@ -135,6 +135,9 @@ class AutoGluonMultiModalAdapter(FrameworkAdapter):
             # Data loading in the job's own process: worker processes would compete for its cores.
             "env.num_workers": 0,
             "env.num_workers_inference": 0,
+            # Its text augmentation fetches NLTK data (wordnet, taggers) from GitHub at fit time: off,
+            # runs are offline.
+            "model.hf_text.text_trivial_aug_maxscale": 0.0,
             **framework_params.pop("hyperparameters", {}),
         }
         columns = feature_columns(X, task)
@@ -144,6 +147,7 @@ class AutoGluonMultiModalAdapter(FrameworkAdapter):
         predictor = MultiModalPredictor(
             label=task.target, problem_type=task.problem_type, eval_metric=EVAL_METRIC[task.metric],
             presets=presets, hyperparameters=hyperparameters, path=str(workdir / "automm"), verbosity=2,
+            enable_progress_bar=False,  # bars would fill the job log the harness keeps the tail of
         )
         time_limit = int(search_seconds(budget.time_s, TIME_LIMIT_SHARE, TIME_RESERVE_S))
         predictor.fit(train, time_limit=time_limit, column_types=column_types, seed=seed, **framework_params)
