@@ -169,7 +169,13 @@ def install(environment: FrameworkEnvironment, progress: Progress, *, reinstall:
         "install_s": round(seconds, 1),
     }
     (folder / MARKER_FILE).write_text(json.dumps(marker, indent=2))
-    environment.require_usable(probe=True)  # the framework imports there, at its version
+    probed = environment.probe()  # the framework imports there, at its version
+    if probed.status != "installed":
+        # pip finished but the framework does not import: the marker keeps why, so `frameworks
+        # list` says broken (not installed-looking) without starting its Python.
+        marker["unusable"] = probed.reason
+        (folder / MARKER_FILE).write_text(json.dumps(marker, indent=2))
+        raise UserError(f"framework environment '{environment.id}' is broken: {probed.reason}")
     progress(f"{environment.id}: installed in {seconds:.0f} s; its requirements (pip freeze) are in "
              f"{folder / FREEZE_FILE}.")
     return seconds

@@ -127,6 +127,8 @@ class FrameworkEnvironment:
                                               f"finish; {reinstall}.")
         if not self.python.is_file():
             return EnvironmentState("broken", f"{self.python} is missing; {reinstall}.")
+        if marker.get("unusable"):  # what the probe at the end of its install found
+            return EnvironmentState("broken", str(marker["unusable"]))
         if (list(marker.get("requirements", [])) != list(self.spec.requirements)
                 or list(marker.get("no_deps", [])) != list(self.spec.no_deps)):
             installed = [*marker.get("requirements", []), *marker.get("no_deps", [])]

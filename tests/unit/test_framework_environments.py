@@ -284,3 +284,42 @@ def test_an_error_sentence_keeps_its_square_brackets(
         cli.main()
     assert exited.value.code == 2
     assert "'hgb@1.7.2[x]' is not a plain name" in capsys.readouterr().err
+
+
+def test_an_install_whose_framework_does_not_import_is_listed_as_broken_with_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    # pip "succeeds" (faked), but the declared module does not import (autogluon_mm here: the only
+    # torchvision wheels pip reaches are CUDA builds): the install says so, and so does `list` after.
+    import subprocess
+    import sys
+
+    from tasks import environment_install
+
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "venvs"))
+    site = tmp_path / "site-packages"
+    site.mkdir()
+
+    def fake_pip(command: list[str], log_path: Path) -> subprocess.CompletedProcess[str]:
+        with log_path.open("a") as log:
+            log.write(" ".join(command) + "\n")
+        if command[1:3] == ["-m", "venv"]:
+            python = Path(command[3]) / "bin" / "python"
+            python.parent.mkdir(parents=True)
+            python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # a real Python, for the probe
+            python.chmod(0o755)
+        if command[1] == "-c":
+            return subprocess.CompletedProcess(command, 0, f"{site}\n", "")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(environment_install, "_run", fake_pip)
+    spec = EnvironmentSpec("1.9.1", ("scikit-learn==1.9.1",), ("no_such_module_here",))
+    environment = FrameworkEnvironment("fw", "scikit-learn", spec)
+    with pytest.raises(UserError) as caught:
+        install(environment, progress=lambda line: None)
+    assert str(caught.value).startswith("framework environment 'fw@1.9.1' is broken: the framework does not "
+                                        "import in ")
+    assert "(import no_such_module_here failed: ModuleNotFoundError" in str(caught.value)
+    state = environment.state()  # what `frameworks list` shows, without starting its Python
+    assert state.status == "broken"
+    assert str(caught.value) == f"framework environment 'fw@1.9.1' is broken: {state.reason}"
