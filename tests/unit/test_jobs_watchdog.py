@@ -86,7 +86,7 @@ def test_a_suite_of_misbehaving_jobs_gets_each_status_and_goes_on(
     stages = ["worker started", "loading data", "starting the framework", "fitting", "predicting",
               "saving", "measuring latency", "done", "worker exited", "scored"]
     assert [timeline[stage] for stage in stages] == sorted(timeline[stage] for stage in stages)
-    assert 0 <= timeline["scored"] <= ok.costs["duration_s"]
+    assert 0 <= timeline["scored"] <= ok.costs["duration_s"] + 0.001  # the timeline is rounded to ms
     # The watchdog's samples, saved as a small time series with the stage each fell in.
     samples = pd.read_csv(ok_dir / SERIES_FILE)
     assert list(samples.columns) == [SERIES_TIME, SERIES_STAGE, "rss_mb", "cpu_pct"]  # no GPU here

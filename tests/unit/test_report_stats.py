@@ -170,12 +170,19 @@ def test_amlb_results_csv_has_exactly_the_documented_columns(tmp_path: Path) -> 
         "acc",
         "auc",
         "balacc",
+        "coverage",
         "f1",
         "logloss",
         "macro_f1",
         "mae",
+        "mase",
+        "mase_naive2",
+        "owa",
+        "quantile_loss",
         "r2",
         "rmse",
+        "smape",
+        "smape_naive2",
     ]
     table = _synthetic(datasets=3, fail=[("ds00_binary", "rf")])
     path = tmp_path / "results.csv"
