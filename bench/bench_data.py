@@ -8,13 +8,15 @@ Large: for each size (default 1 M and 10 M rows x 30 columns, binary, Parquet, f
 generator in bench/synthetic_data.py; not part of the catalog or CI), in a scratch project:
 `datasets build` and `datasets validate` (wall time and peak RSS, each in a fresh process),
 then one job per framework at the `1m2c` budget (default `constant`): the worker's data-load
-time, its RSS once loaded (data_load_rss_mb, the harness's share) and the job tree's peak RSS,
-next to the in-memory size of the fold's data. Last, how each figure grows from the smallest size
-to the largest (linear would be the ratio of the sizes).
+time, its RSS once loaded (data_load_rss_mb, the harness's share; and what loading added to it,
+the data's own share, without the ~200 MB of libraries every worker holds) and the job tree's
+peak RSS, next to the in-memory size of the fold's data; the fit time, and the rows the
+framework was fitted on where it used a sample (fit_rows). Last, how each figure grows from the
+smallest size to the largest (linear would be the ratio of the sizes).
 
 Run: `python -m bench.bench_data` (part of `make bench`);
-`python -m bench.bench_data --rows 1000000,10000000 --frameworks constant,hgb --skip-catalog`.
-The 10 M-row size needs about 2 GB of disk and 6 GB of memory.
+`python -m bench.bench_data --rows 1000000,10000000 --frameworks constant,hgb,autogluon --skip-catalog`.
+The 10 M-row size needs about 2 GB of disk and, with hgb, about 8 GB of memory.
 """
 
 from __future__ import annotations
@@ -142,18 +144,27 @@ def _job(name: str, framework: str) -> dict[str, Any]:
     from tasks.jobs import run_job
     from tasks.plan import Job
     from tasks.specs import load_budget, load_dataset_spec
+    from tasks.worker import DATA_LOAD_FILE
 
     spec = load_dataset_spec(name)
     job = Job("bench", name, "v0", framework, None, 0, 0, load_budget(JOB_BUDGET), {})
-    result = run_job(job, spec, paths.project_root() / "runs" / framework)
+    job_dir = paths.project_root() / "runs" / framework
+    result = run_job(job, spec, job_dir)
+    try:  # what loading added to the worker: the data's own share of the harness RSS
+        data_mb = json.loads((job_dir / DATA_LOAD_FILE).read_text()).get("data_mb")
+    except (OSError, ValueError):
+        data_mb = None
     return {
+        "data_mb": data_mb,
         "status": result.status,
         "error": result.error.splitlines()[0] if result.error else "",
         "data_load_s": result.costs.get("data_load_s"),
         "data_load_rss_mb": result.costs.get("data_load_rss_mb"),
         "job_peak_rss_mb": result.costs.get("peak_rss_mb"),
         "fit_s": result.costs.get("fit_s"),
+        "fit_rows": result.costs.get("fit_rows"),
         "job_cpu_s": result.costs.get("cpu_s"),
+        "train_rows": result.costs.get("train_rows"),
         "result": result.scores.get("result"),
     }
 
@@ -196,8 +207,12 @@ def large(sizes: list[int], frameworks: list[str], scratch: Path | None) -> dict
                 print(
                     f"  job {framework:<9} {job['status']}: data load {job['data_load_s'] or 0:.1f} s, "
                     f"harness RSS {job['data_load_rss_mb'] or 0:.0f} MB "
-                    f"({(job['data_load_rss_mb'] or 0) / fold_mb:.2f} x the fold's {fold_mb:.0f} MB), "
+                    f"({(job['data_load_rss_mb'] or 0) / fold_mb:.2f} x the fold's {fold_mb:.0f} MB; "
+                    f"loading added {job['data_mb'] or 0:.0f} MB, {(job['data_mb'] or 0) / fold_mb:.2f} x), "
                     f"job tree peak {job['job_peak_rss_mb'] or 0:.0f} MB, fit {job['fit_s'] or 0:.1f} s"
+                    + (f" on {job['fit_rows']:,.0f} of {job['train_rows']:,.0f} rows (a sample)"
+                       if (job.get("fit_rows") or 0) < (job.get("train_rows") or 0) else "")
+                    + (f", AUC {job['result']:.4f}" if job.get("result") is not None else "")
                     + (f"; {job['error']}" if job["error"] else ""),
                     flush=True,
                 )
@@ -205,16 +220,31 @@ def large(sizes: list[int], frameworks: list[str], scratch: Path | None) -> dict
     return measured
 
 
+# What each step's growth is judged by. The worker's data load is the same for every framework:
+# the first job shows it; the others show what the framework itself grew by.
+_GROWTH_KEYS = {
+    "build": ("seconds", "cpu_s", "peak_rss_mb"),
+    "validate": ("seconds", "cpu_s", "peak_rss_mb"),
+    "fold_size": ("fold_mb",),
+}
+_FIRST_JOB_KEYS = ("data_load_s", "data_load_rss_mb", "data_mb", "job_peak_rss_mb", "fit_s")
+_JOB_KEYS = ("job_peak_rss_mb", "fit_s", "fit_rows")
+
+
 def _growth(measured: dict[int, dict[str, Any]]) -> None:
     if len(measured) < 2:
         return
     small, big = min(measured), max(measured)
     print(f"\ngrowth {small:,} -> {big:,} rows (x{big / small:.0f} rows; linear = x{big / small:.0f}):")
+    jobs = [step for step in measured[big] if step.startswith("job ")]
     for step, figures in measured[big].items():
-        for key in ("seconds", "cpu_s", "peak_rss_mb", "data_load_s", "data_load_rss_mb", "fold_mb"):
-            before, after = measured[small][step].get(key), figures.get(key)
+        keys = _GROWTH_KEYS.get(step) or (_FIRST_JOB_KEYS if step == jobs[0] else _JOB_KEYS)
+        for key in keys:
+            before, after = measured[small].get(step, {}).get(key), figures.get(key)
             if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before:
                 print(f"  {step:<14} {key:<17} {before:10.1f} -> {after:10.1f}  x{after / before:.1f}")
+            elif step.startswith("job ") and key == keys[0] and figures.get("status") != "ok":
+                print(f"  {step:<14} {figures.get('status')} at {big:,} rows: no growth to show")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -40,6 +40,8 @@ COST_METRICS: dict[str, str] = {
     "gpu_mem_peak_mb": "peak GPU memory used on the job's devices (GPU hosts only)",
     "train_rows": "rows in the training part of the fold",
     "test_rows": "rows in the test part of the fold",
+    "fit_rows": "training rows the framework was fitted on: train_rows, or fewer where it fitted a sample "
+                "to stay within the budget (autogluon on data too large for its time or memory)",
     "data_load_s": "seconds the worker took to read and type the fold's data",
     "data_load_rss_mb": "the worker's peak memory once the fold is loaded (the harness's share, on top of "
     "memory_mb)",

@@ -155,6 +155,7 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     table.to_csv(job_dir / PREDICTIONS_FILE, index=False)
     _save_input_example(X_test, job_dir / INPUT_EXAMPLE_FILE)
     costs["models_count"] = float(model.models_count)
+    costs["fit_rows"] = float(model.fit_rows if model.fit_rows is not None else len(X_train))
     info.update(model.info())
 
     mark_stage(job_dir, "measuring latency")

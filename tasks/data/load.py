@@ -69,9 +69,11 @@ def _parquet_parts(
 ) -> list[pd.DataFrame]:
     """One frame per part of `rows` (sorted row positions), or the whole file as one part.
 
-    Read a column of a row group at a time, keep only the part's rows of it, skip row groups that
-    hold none of them; each part stays in Arrow until it is converted once, column by column
-    (self_destruct frees the Arrow memory as it goes). Peak: the parts once, plus one column chunk.
+    Read a column at a time, of only the row groups that hold some of the parts' rows, and take
+    each part's rows of it: one contiguous array per part and column, which pandas then takes
+    over without a copy (self_destruct frees the Arrow memory as it goes). Taking row group by
+    row group instead leaves each column in pieces that pandas must join: a second copy, 1.6 s
+    at 10 M rows. Peak: the parts once, plus one column of the row groups read.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -83,26 +85,27 @@ def _parquet_parts(
     if rows is None:
         table = parquet.read(columns=wanted)
         return [table.to_pandas(split_blocks=True, self_destruct=True)]
-    pieces: list[dict[str, list[pa.Array]]] = [{c: [] for c in wanted} for _ in rows]
-    offset = 0
-    for group in range(parquet.num_row_groups):
-        size = parquet.metadata.row_group(group).num_rows
-        local = [pa.array(r[np.searchsorted(r, offset) : np.searchsorted(r, offset + size)] - offset)
-                 for r in rows]
-        if any(len(positions) for positions in local):
-            for column in wanted:
-                values = parquet.read_row_group(group, columns=[column]).column(0)
-                for part, positions in enumerate(local):
-                    if len(positions):
-                        pieces[part][column].extend(values.take(positions).chunks)
-                del values
-        offset += size
-    frames = []
+    sizes = np.array([parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)])
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    needed = np.zeros(len(sizes), dtype=bool)
+    for positions in rows:
+        needed[np.unique(np.searchsorted(starts, positions, side="right") - 1)] = True
+    groups = np.flatnonzero(needed)
+    # A row's position among the row groups read: its file position less the rows skipped before it.
+    skipped_before = starts - np.concatenate(([0], np.cumsum(np.where(needed, sizes, 0))[:-1]))
+    local = [pa.array(positions - skipped_before[np.searchsorted(starts, positions, side="right") - 1])
+             for positions in rows]
+    pieces: list[dict[str, pa.Array]] = [{} for _ in rows]
     schema = parquet.schema_arrow
+    for column in wanted:
+        values = (parquet.read_row_groups(groups.tolist(), columns=[column]).column(0) if len(groups)
+                  else pa.chunked_array([], type=schema.field(column).type))
+        for part, positions in enumerate(local):
+            pieces[part][column] = values.take(positions)
+        del values
+    frames = []
     for part in range(len(pieces)):
-        table = pa.table(
-            {c: pa.chunked_array(pieces[part][c], type=schema.field(c).type) for c in wanted}
-        )
+        table = pa.table({c: pieces[part][c] for c in wanted}, schema=pa.schema([schema.field(c) for c in wanted]))
         pieces[part] = {}
         frames.append(table.to_pandas(split_blocks=True, self_destruct=True))
         del table

@@ -41,6 +41,15 @@ class SklearnModel(FittedModel):
         matrix = self.estimator.predict_proba(self.schema.apply(X))
         return proba_frame(matrix, list(self.estimator.classes_), self.task)
 
+    def info(self) -> dict[str, Any]:
+        # A boosted model that stops on a time limit (hgb): how far it got, so a short model is
+        # seen to be one.
+        final = self.estimator.steps[-1][1] if hasattr(self.estimator, "steps") else self.estimator
+        if not hasattr(final, "stopped_by_time"):
+            return {}
+        return {"boosting_rounds": int(final.n_iter_), "max_rounds": int(final.max_iter),
+                "stopped_by_time": final.stopped_by_time()}
+
     def save(self, model_dir: Path) -> None:
         import joblib
 

@@ -27,7 +27,7 @@ import pandas as pd
 from tasks.errors import UserError
 from tasks.frameworks._tabular import proba_frame, search_seconds, text_as_strings
 from tasks.frameworks.ag_tabular import EVAL_METRIC
-from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget
 
@@ -110,9 +110,7 @@ class AutoGluonMultiModalAdapter(FrameworkAdapter):
     environments = ENVIRONMENTS
 
     def variant_params(self, variant: str) -> dict[str, Any]:
-        if variant not in PRESETS:
-            raise ValueError(f"autogluon_mm has no variant '{variant}'; presets are: {', '.join(PRESETS)}")
-        return {"presets": variant}
+        return preset_params(self.name, variant, PRESETS)
 
     def start(self, budget: Budget, workdir: Path) -> None:
         _offline()

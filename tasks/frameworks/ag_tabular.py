@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
-from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget
 
@@ -27,6 +27,17 @@ EVAL_METRIC = {
 # Measured on a loaded 2-core machine: time_limit 17 s gave a 28 s fit.
 TIME_LIMIT_SHARE = 0.85
 TIME_RESERVE_S = 8.0
+# For data too large for the time or memory it has, AutoGluon's own advice is to subsample it.
+# Measured on a 2-core machine at 9 M rows x 29 columns (1m2c): its preprocessing alone took over
+# a minute and 10 GB before any model was trained; on a 2 M-row sample of the same rows it
+# preprocessed in 20 s and trained LightGBM in 31 s. So it is fitted on at most this many cells
+# (rows x columns) per core and minute of the budget's time_s ...
+CELLS_PER_CORE_MINUTE = 30_000_000
+# ... and on at most as many rows as fit the budget's memory_mb, its peak being about this many
+# times the in-memory size of the rows it is given (measured: about 5 at 9 M rows).
+PEAK_MEMORY_PER_DATA = 6
+# A suite's `_max_train_rows: N` sets the cap itself, `_max_train_rows: all` lifts it.
+ALL_ROWS = "all"
 # `autogluon@1.5.0` and `autogluon@1.6.3`, each in an environment of its own: the upgrade question
 # ("did 1.6 make our models worse?") in one suite. Minutes to install: `make setup-frameworks`.
 ENVIRONMENTS = (
@@ -38,11 +49,52 @@ ENVIRONMENTS = (
 )
 
 
+def max_train_rows(X: pd.DataFrame, budget: Budget, setting: Any = None) -> int | None:
+    """The most training rows AutoGluon is fitted on within `budget`; None when all of X fits.
+
+    `setting` is the suite's `_max_train_rows`: a positive number of rows, or 'all' for no cap.
+    """
+    if isinstance(setting, str) and setting.strip().lower() == ALL_ROWS:
+        return None
+    if setting is not None:
+        if isinstance(setting, bool) or not isinstance(setting, int) or setting <= 0:
+            raise ValueError(f"autogluon's _max_train_rows is {setting!r}; set it to a positive number "
+                             f"of rows or to '{ALL_ROWS}' in the suite's params.")
+        return setting if setting < len(X) else None
+    cells_per_row = max(1, X.shape[1])
+    by_time = CELLS_PER_CORE_MINUTE * budget.cores * budget.time_s / 60 / cells_per_row
+    sample = X.head(1000)
+    bytes_per_row = max(1.0, float(sample.memory_usage(index=False, deep=True).sum()) / max(1, len(sample)))
+    by_memory = budget.memory_mb * 2**20 / (PEAK_MEMORY_PER_DATA * bytes_per_row)
+    cap = int(min(by_time, by_memory))
+    return cap if cap < len(X) else None
+
+
+def sample_rows(y: pd.Series, rows: int, seed: int, *, stratify: bool) -> np.ndarray:
+    """Sorted positions of `rows` rows drawn at random (seeded). Stratified: each class keeps its
+    share, and at least one row, so no class the fold holds is unknown to the model."""
+    rng = np.random.default_rng(seed)
+    if not stratify:
+        return np.sort(rng.choice(len(y), size=rows, replace=False))
+    codes, _ = pd.factorize(y, sort=True)
+    # Rows grouped by class, in random order within each class: take the first quota of each.
+    order = np.lexsort((rng.random(len(y)), codes))
+    counts = np.bincount(codes[codes >= 0])
+    quotas = np.maximum(1, np.round(counts * rows / len(y)).astype(np.int64))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    missing_label = int((codes < 0).sum())  # a missing label sorts first: never drawn
+    chosen = [order[missing_label + start : missing_label + start + quota]
+              for start, quota in zip(starts, quotas, strict=True)]
+    return np.sort(np.concatenate(chosen))
+
+
 class AutoGluonModel(FittedModel):
-    def __init__(self, predictor: Any, schema: FeatureSchema, task: TaskInfo) -> None:
+    def __init__(self, predictor: Any, schema: FeatureSchema, task: TaskInfo,
+                 sampled: tuple[int, int] | None = None) -> None:
         self.predictor = predictor
         self.schema = schema
         self.task = task
+        self.sampled = sampled  # (rows fitted on, rows given) when fitted on a sample
 
     def features(self, X: pd.DataFrame) -> pd.DataFrame:
         return text_as_strings(self.schema.apply(X), self.task)
@@ -65,14 +117,23 @@ class AutoGluonModel(FittedModel):
     def models_count(self) -> int:
         return len(self.predictor.model_names())
 
+    @property
+    def fit_rows(self) -> int | None:
+        return self.sampled[0] if self.sampled else None
+
     def info(self) -> dict[str, Any]:
         # AutoGluon skips model families whose extras are missing without a word: record the
         # models it really trained.
         board = self.predictor.leaderboard(silent=True)
-        return {
+        recorded: dict[str, Any] = {
             "best_model": self.predictor.model_best,
             "leaderboard": board[["model", "score_val", "fit_time"]].to_dict(orient="records"),
         }
+        if self.sampled:
+            recorded["sampled"] = (f"fitted on a random sample of {self.sampled[0]:,} of the "
+                                   f"{self.sampled[1]:,} training rows, the most the budget allows "
+                                   "(suite param _max_train_rows)")
+        return recorded
 
 
 class AutoGluonAdapter(FrameworkAdapter):
@@ -85,9 +146,7 @@ class AutoGluonAdapter(FrameworkAdapter):
     environments = ENVIRONMENTS
 
     def variant_params(self, variant: str) -> dict[str, Any]:
-        if variant not in PRESETS:
-            raise ValueError(f"autogluon has no variant '{variant}'; presets are: {', '.join(PRESETS)}")
-        return {"presets": variant}
+        return preset_params(self.name, variant, PRESETS)
 
     def start(self, budget: Budget, workdir: Path) -> None:
         import autogluon.tabular  # noqa: F401 - seconds of imports belong to start-up, not to the search
@@ -105,10 +164,15 @@ class AutoGluonAdapter(FrameworkAdapter):
     ) -> AutoGluonModel:
         from autogluon.tabular import TabularPredictor
 
-        _, fit_params = split_params(params)
+        adapter_params, fit_params = split_params(params)
         # Text columns are kept (as strings): AutoGluon's feature generator detects them and adds
         # word n-gram counts and text statistics, no neural text model in the tabular presets.
         schema = FeatureSchema.learn(X, task, keep_text=True)
+        given = len(X)
+        cap = max_train_rows(X, budget, adapter_params.get("max_train_rows"))
+        if cap is not None:
+            keep = sample_rows(y, cap, seed, stratify=task.is_classification)
+            X, y = X.take(keep), y.take(keep)  # copies of the sample's rows only
         train = text_as_strings(schema.apply(X), task)
         train[task.target] = y.to_numpy()
         predictor = TabularPredictor(
@@ -123,10 +187,14 @@ class AutoGluonAdapter(FrameworkAdapter):
             "time_limit": search_seconds(budget.time_s, TIME_LIMIT_SHARE, TIME_RESERVE_S),
             "num_cpus": budget.cores,
             "num_gpus": budget.gpus,
+            # The budget's memory, as AutoGluon's own (soft) limit: it then skips or stops a model
+            # it expects to exceed it instead of being killed by the watchdog mid-search. It counts
+            # this whole process, the harness's copy of the fold too, so it errs on the safe side.
+            "memory_limit": budget.memory_mb / 1024,
             "ag_args_fit": {"seed": seed},  # otherwise AutoGluon's models use their own fixed seed
         }
         predictor.fit(train, **{**options, **fit_params})
-        return AutoGluonModel(predictor, schema, task)
+        return AutoGluonModel(predictor, schema, task, (len(X), given) if cap is not None else None)
 
     def load(self, model_dir: Path, task: TaskInfo) -> AutoGluonModel:
         from autogluon.tabular import TabularPredictor

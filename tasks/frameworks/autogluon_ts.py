@@ -30,7 +30,7 @@ from tasks.frameworks._forecasting import (
     load_forecast_table,
     long_frame,
 )
-from tasks.frameworks.base import FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.base import FrameworkAdapter, TaskInfo, preset_params, split_params
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.metrics import quantile_column
 from tasks.specs import Budget
@@ -94,9 +94,7 @@ class AutoGluonTimeSeriesAdapter(FrameworkAdapter):
     environments = ENVIRONMENTS
 
     def variant_params(self, variant: str) -> dict[str, Any]:
-        if variant not in PRESETS:
-            raise ValueError(f"autogluon_ts has no variant '{variant}'; presets are: {', '.join(PRESETS)}")
-        return {"presets": variant}
+        return preset_params(self.name, variant, PRESETS)
 
     def start(self, budget: Budget, workdir: Path) -> None:
         import autogluon.timeseries  # noqa: F401 - seconds of imports belong to start-up, not to the search

@@ -8,6 +8,7 @@ breaking everything else.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -73,6 +74,12 @@ class FittedModel(ABC):
     @property
     def models_count(self) -> int:
         return 1
+
+    @property
+    def fit_rows(self) -> int | None:
+        """Training rows the model was fitted on, where the adapter used fewer than it was given
+        (a sample to fit the budget); None means all of them."""
+        return None
 
     def info(self) -> dict[str, Any]:
         """Anything worth recording: leaderboard, best model, params actually used."""
@@ -145,6 +152,13 @@ class FrameworkAdapter(ABC):
     def test_params(self) -> dict[str, Any]:
         """Tiny settings for the conformance test (scikit-learn's get_test_params habit)."""
         return {}
+
+
+def preset_params(framework: str, variant: str, presets: Sequence[str]) -> dict[str, Any]:
+    """A variant that names one of the framework's presets (AutoGluon's predictors): its fit param."""
+    if variant not in presets:
+        raise ValueError(f"{framework} has no variant '{variant}'; presets are: {', '.join(presets)}")
+    return {"presets": variant}
 
 
 def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -94,6 +94,10 @@ def build_report(
     test = ranking.friedman(scores)
     datasets, frameworks = scores.shape
     notes: list[str] = []
+    sampled = jobs.sampled_fits(table)
+    if sampled:
+        notes.append("fitted on a sample of the training rows, the most their budget allows (the "
+                     "fit_rows metric): " + "; ".join(sampled))
 
     figures: list[Path] = []
     cd_value = None

@@ -687,6 +687,12 @@ def markdown(
         "against the baseline's fold/seed spread.",
         "",
     ]
+    table = comparison.table
+    unmeasured = int((table["z"].isna() & table["current"].notna()).sum()) if len(table) else 0
+    if unmeasured:
+        lines += [f"No noise estimate for {unmeasured} figure(s): the baseline has a single run per "
+                  "cell and no cell with two, so the threshold alone decides them. Run more seeds "
+                  "or folds to test a change against the noise.", ""]
     if comparison.unmatched:
         lines += ["Not compared: " + "; ".join(comparison.unmatched) + ".", ""]
     if rows.empty:

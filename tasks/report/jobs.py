@@ -30,7 +30,7 @@ def prepare(runs: pd.DataFrame) -> pd.DataFrame:
         jobs[column] = (
             pd.to_numeric(source, errors="coerce").fillna(0).astype(int) if source is not None else 0
         )
-    for column in [RESULT, *COSTS, "train_rows", "test_rows"]:
+    for column in [RESULT, *COSTS, "train_rows", "test_rows", "fit_rows"]:
         jobs[column] = pd.to_numeric(jobs[column], errors="coerce") if column in jobs else np.nan
     jobs["native"] = [
         pd.to_numeric(row.get(metric), errors="coerce") if metric in jobs.columns else np.nan
@@ -48,6 +48,15 @@ def baseline_of(jobs: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> str:
     if baseline == DEFAULT_BASELINE and forecasting and FORECAST_BASELINE in set(jobs["framework"]):
         return FORECAST_BASELINE
     return baseline
+
+
+def sampled_fits(jobs: pd.DataFrame) -> list[str]:
+    """Each framework and dataset whose ok jobs were fitted on a sample of the training rows (the
+    framework's answer to a fold larger than its budget), with how many rows of how many."""
+    sampled = jobs[jobs["ok"] & (jobs["fit_rows"] < jobs["train_rows"])]
+    found = sampled.groupby(["framework", "dataset"])[["fit_rows", "train_rows"]].min()
+    return [f"{framework} on {dataset}: {fit:,.0f} of {train:,.0f} rows"
+            for (framework, dataset), (fit, train) in found.iterrows()]
 
 
 def dataset_rows(jobs: pd.DataFrame) -> pd.Series:

@@ -95,3 +95,37 @@ def test_autogluon_builds_its_own_text_features_from_raw_strings(tmp_path: Path)
     again = adapter.load(tmp_path / "model", task)
     expected = model.predict_proba(fresh).to_numpy()
     np.testing.assert_array_equal(again.predict_proba(fresh).to_numpy(), expected)
+
+
+def test_a_fold_larger_than_autogluons_cap_is_fitted_on_a_sample_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = get_adapter("autogluon")
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=120)["binary"]
+    params = {**adapter.test_params(), "_max_train_rows": 50}
+    job = Job("integration", spec.name, "v0", "autogluon", None, 0, 0, BUDGETS["autogluon"], params)
+
+    result = run_job(job, spec, tmp_path / "runs" / "autogluon")
+
+    assert result.status == "ok", result.error
+    assert result.costs["train_rows"] > 50
+    assert abs(result.costs["fit_rows"] - 50) <= 1  # each class keeps its share, rounded
+    assert f"of the {result.costs['train_rows']:,.0f} training rows" in result.info["sampled"]
+    # Scored on the whole test part, as every other framework.
+    assert len(pd.read_csv(tmp_path / "runs" / "autogluon" / PREDICTIONS_FILE)) == result.costs["test_rows"]
+
+
+def test_hgb_records_how_many_rounds_it_boosted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=120)["multiclass"]
+    job = Job("integration", spec.name, "v0", "hgb", None, 0, 0, BUDGET, {"max_iter": 7})
+
+    result = run_job(job, spec, tmp_path / "runs" / "hgb")
+
+    assert result.status == "ok", result.error
+    assert result.costs["fit_rows"] == result.costs["train_rows"]
+    # 120 rows: below 10 000 HGB has no early-stopping check, so it boosts every round.
+    assert result.info["boosting_rounds"] == 7 and result.info["stopped_by_time"] is False

@@ -62,6 +62,37 @@ def test_parquet_with_integer_labels_reads_as_string_labels_and_categories(home:
     assert len(train) == 150 and len(test) == 50 and test.index[0] == 0
 
 
+def test_parquet_parts_across_row_groups_equal_the_rows_of_the_whole_file(home: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = _churn(rows=300)
+    frame.loc[frame.index % 7 == 0, "tenure"] = np.nan
+    frame["plan"] = frame["plan"].map({1: "basic", 2: "plus", 3: "pro"})
+    # Row groups of 50 rows, each with its own dictionary of plans (the first holds only two).
+    frame.loc[:49, "plan"] = frame.loc[:49, "plan"].replace("pro", "plus")
+    with pq.ParquetWriter(home / "datasets" / "churn.parquet", pa.Table.from_pandas(
+            frame.head(1).astype({"plan": "category"}), preserve_index=False).schema) as writer:
+        for start in range(0, 300, 50):
+            chunk = frame.iloc[start:start + 50].astype({"plan": "category"})
+            writer.write_table(pa.Table.from_pandas(chunk, preserve_index=False))
+    assert pq.ParquetFile(home / "datasets" / "churn.parquet").num_row_groups == 6
+    spec = load_dataset_spec(_card(home, "churn", file="churn.parquet"))
+    # The second part skips the first two row groups and the last one entirely.
+    train = np.sort(np.r_[np.arange(0, 40), np.arange(60, 75), np.arange(260, 300)])
+    test = np.arange(120, 200, 3)
+
+    got_train, got_test = read_parts(spec, [train, test], columns=["tenure", "plan"])
+
+    (whole,) = read_parts(spec, columns=["tenure", "plan"])
+    for got, rows in ((got_train, train), (got_test, test)):
+        expected = whole.iloc[rows].reset_index(drop=True)
+        pd.testing.assert_series_equal(got["tenure"], expected["tenure"])
+        assert got["plan"].astype(str).tolist() == expected["plan"].astype(str).tolist()
+        assert got["churned"].astype(str).tolist() == expected["churned"].astype(str).tolist()
+    assert list(got_train["plan"].cat.categories) == list(got_test["plan"].cat.categories)
+
+
 def test_user_folds_file_is_kept_by_build_and_checked_by_the_gate(home: Path) -> None:
     _churn().to_parquet(home / "datasets" / "churn.parquet", index=False)
     own = "\n".join(["amlb_fold", *[str(i % 4) for i in range(200)]]) + "\n"

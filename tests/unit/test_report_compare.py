@@ -57,6 +57,21 @@ def test_cost_regression_needs_the_cost_threshold() -> None:
     assert flagged[["framework", "metric"]].values.tolist() == [["hgb", "fit_s"]]
 
 
+def test_single_runs_have_no_noise_estimate_and_the_page_says_the_threshold_alone_decided() -> None:
+    def single(seed: int) -> pd.DataFrame:
+        return synthetic_jobs(SyntheticSuite(datasets=3, folds=1, seeds=(seed,)))
+
+    base = single(0)
+    slower = single(1)
+    slower.loc[(slower["dataset"] == CELL[0]) & (slower["framework"] == CELL[1]), "fit_s"] *= 1.6
+    result = compare(base, slower)
+
+    assert result.table["z"].isna().all()
+    assert ["hgb", "fit_s"] in result.regressions[["framework", "metric"]].values.tolist()
+    assert "No noise estimate for" in markdown(result, "base", "cand")
+    assert "No noise estimate" not in markdown(compare(_runs((0, 1, 2)), _runs((3, 4, 5))), "base", "cand")
+
+
 def test_candidate_failures_are_a_regression() -> None:
     result = compare(_runs((0, 1, 2)), _runs((0, 1, 2), fail=[CELL]))
     assert result.regressions[["dataset", "framework", "metric"]].values.tolist() == [[*CELL, "result"]]

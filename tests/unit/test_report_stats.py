@@ -111,6 +111,20 @@ def test_failed_jobs_score_as_the_constant_predictor_and_are_marked() -> None:
     assert board.loc[("ds01_multiclass", "hgb"), "rank"] == 5
 
 
+def test_jobs_fitted_on_a_sample_are_named_with_their_rows() -> None:
+    runs = synthetic_jobs(SyntheticSuite(datasets=2))
+    runs["fit_rows"] = runs["train_rows"]
+    sampled = (runs["framework"] == "autogluon") & (runs["dataset"] == runs["dataset"].iloc[0])
+    runs.loc[sampled, "fit_rows"] = runs.loc[sampled, "train_rows"] // 2
+    runs.loc[~sampled & (runs["framework"] == "hgb"), "fit_rows"] = None  # recorded before fit_rows
+
+    notes = jobs.sampled_fits(jobs.prepare(runs))
+
+    train = runs.loc[sampled, "train_rows"].min()
+    assert notes == [f"autogluon on {runs['dataset'].iloc[0]}: {train // 2:,.0f} of {train:,.0f} rows"]
+    assert jobs.sampled_fits(jobs.prepare(synthetic_jobs(SyntheticSuite(datasets=2)))) == []
+
+
 def test_aggregate_weights_by_dataset_rows() -> None:
     normalized = pd.DataFrame({"a": [1.0, 0.0], "b": [0.0, 1.0]}, index=["small", "big"])
     rows = pd.Series({"small": 100.0, "big": 300.0})
