@@ -104,8 +104,9 @@ def _parquet_parts(
             pieces[part][column] = values.take(positions)
         del values
     frames = []
+    part_schema = pa.schema([schema.field(c) for c in wanted])
     for part in range(len(pieces)):
-        table = pa.table({c: pieces[part][c] for c in wanted}, schema=pa.schema([schema.field(c) for c in wanted]))
+        table = pa.table({c: pieces[part][c] for c in wanted}, schema=part_schema)
         pieces[part] = {}
         frames.append(table.to_pandas(split_blocks=True, self_destruct=True))
         del table

@@ -147,7 +147,7 @@ class ScoringServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             time.sleep(0.2)
-        raise ServingFailure(f"the scoring server did not answer /ping within {timeout_s:.0f} s "
+        raise ServingFailure(f"the scoring server did not answer /ping within {timeout_s:g} s "
                              "(raise serving.startup_timeout_s if the model is slow to load)")
 
     def _exited_reason(self, code: int) -> str:
