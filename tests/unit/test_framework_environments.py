@@ -192,10 +192,13 @@ def test_a_changed_no_deps_declaration_makes_the_environment_broken(
     assert environment.state().status == "installed"
 
 
-def test_no_deps_packages_go_in_after_the_rest_and_their_failure_is_one_sentence(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-) -> None:
+def _fake_installer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, failing_no_deps: str = "",
+                    runnable_python: bool = False) -> list[list[str]]:
+    """The installer's venv, sysconfig and pip calls, faked and recorded (the list returned):
+    `failing_no_deps` fails the --no-deps install of that package; `runnable_python` gives the
+    new environment a Python that really runs (this one), for the import probe."""
     import subprocess
+    import sys
 
     from tasks import environment_install
 
@@ -204,21 +207,31 @@ def test_no_deps_packages_go_in_after_the_rest_and_their_failure_is_one_sentence
     site.mkdir()
     commands: list[list[str]] = []
 
-    def fake_pip(command: list[str], log_path: Path) -> subprocess.CompletedProcess[str]:
-        # venv, sysconfig and pip as the installer calls them; only the --no-deps install fails.
+    def fake_run(command: list[str], log_path: Path) -> subprocess.CompletedProcess[str]:
         commands.append(command)
         with log_path.open("a") as log:
             log.write(" ".join(command) + "\n")
         if command[1:3] == ["-m", "venv"]:
-            (Path(command[3]) / "bin").mkdir(parents=True)
+            python = Path(command[3]) / "bin" / "python"
+            python.parent.mkdir(parents=True)
+            if runnable_python:
+                python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+                python.chmod(0o755)
         if command[1] == "-c":
             return subprocess.CompletedProcess(command, 0, f"{site}\n", "")
-        if "--no-deps" in command:
-            return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found for "
-                                                               "wheel-b==2.0\n")
+        if failing_no_deps and "--no-deps" in command:
+            return subprocess.CompletedProcess(
+                command, 1, "", f"ERROR: No matching distribution found for {failing_no_deps}\n")
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    monkeypatch.setattr(environment_install, "_run", fake_pip)
+    monkeypatch.setattr(environment_install, "_run", fake_run)
+    return commands
+
+
+def test_no_deps_packages_go_in_after_the_rest_and_their_failure_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    commands = _fake_installer(monkeypatch, tmp_path, failing_no_deps="wheel-b==2.0")
     spec = EnvironmentSpec("1.0", ("pkg==1.0",), ("pkg",), no_deps=("wheel-b==2.0",))
     environment = FrameworkEnvironment("fw", "pkg", spec)
     with pytest.raises(UserError) as caught:
@@ -291,28 +304,7 @@ def test_an_install_whose_framework_does_not_import_is_listed_as_broken_with_why
 ) -> None:
     # pip "succeeds" (faked), but the declared module does not import (autogluon_mm here: the only
     # torchvision wheels pip reaches are CUDA builds): the install says so, and so does `list` after.
-    import subprocess
-    import sys
-
-    from tasks import environment_install
-
-    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "venvs"))
-    site = tmp_path / "site-packages"
-    site.mkdir()
-
-    def fake_pip(command: list[str], log_path: Path) -> subprocess.CompletedProcess[str]:
-        with log_path.open("a") as log:
-            log.write(" ".join(command) + "\n")
-        if command[1:3] == ["-m", "venv"]:
-            python = Path(command[3]) / "bin" / "python"
-            python.parent.mkdir(parents=True)
-            python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # a real Python, for the probe
-            python.chmod(0o755)
-        if command[1] == "-c":
-            return subprocess.CompletedProcess(command, 0, f"{site}\n", "")
-        return subprocess.CompletedProcess(command, 0, "", "")
-
-    monkeypatch.setattr(environment_install, "_run", fake_pip)
+    _fake_installer(monkeypatch, tmp_path, runnable_python=True)
     spec = EnvironmentSpec("1.9.1", ("scikit-learn==1.9.1",), ("no_such_module_here",))
     environment = FrameworkEnvironment("fw", "scikit-learn", spec)
     with pytest.raises(UserError) as caught:
