@@ -105,11 +105,12 @@ def _check_frameworks(refs: list[FrameworkRef]) -> None:
             reason = adapter.unavailable_reason()
             if reason:
                 raise UserError(reason)
-        if ref.variant:
-            try:
+        try:
+            if ref.variant:
                 adapter.variant_params(ref.variant)
-            except ValueError as exc:
-                raise UserError(f"{exc}; check the framework entries of the suite.") from None
+            adapter.check_params(ref.params)
+        except ValueError as exc:
+            raise UserError(f"{exc}; check the framework entries of the suite.") from None
 
 
 def resolve_plan(

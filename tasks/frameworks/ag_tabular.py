@@ -49,17 +49,23 @@ ENVIRONMENTS = (
 )
 
 
+def _check_max_train_rows(setting: Any) -> None:
+    if setting is None or setting == ALL_ROWS:
+        return
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting <= 0:
+        raise ValueError(f"autogluon's param _max_train_rows is {setting!r}: give a positive number of "
+                         f"rows, or '{ALL_ROWS}' for no cap")
+
+
 def max_train_rows(X: pd.DataFrame, budget: Budget, setting: Any = None) -> int | None:
     """The most training rows AutoGluon is fitted on within `budget`; None when all of X fits.
 
     `setting` is the suite's `_max_train_rows`: a positive number of rows, or 'all' for no cap.
     """
-    if isinstance(setting, str) and setting.strip().lower() == ALL_ROWS:
+    _check_max_train_rows(setting)
+    if setting == ALL_ROWS:
         return None
     if setting is not None:
-        if isinstance(setting, bool) or not isinstance(setting, int) or setting <= 0:
-            raise ValueError(f"autogluon's _max_train_rows is {setting!r}; set it to a positive number "
-                             f"of rows or to '{ALL_ROWS}' in the suite's params.")
         return setting if setting < len(X) else None
     cells_per_row = max(1, X.shape[1])
     by_time = CELLS_PER_CORE_MINUTE * budget.cores * budget.time_s / 60 / cells_per_row
@@ -147,6 +153,10 @@ class AutoGluonAdapter(FrameworkAdapter):
 
     def variant_params(self, variant: str) -> dict[str, Any]:
         return preset_params(self.name, variant, PRESETS)
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        adapter_params, _ = split_params(params)
+        _check_max_train_rows(adapter_params.get("max_train_rows"))
 
     def start(self, budget: Budget, workdir: Path) -> None:
         import autogluon.tabular  # noqa: F401 - seconds of imports belong to start-up, not to the search

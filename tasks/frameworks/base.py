@@ -131,6 +131,11 @@ class FrameworkAdapter(ABC):
         """Params implied by `name:variant` in a suite (e.g. AutoGluon presets)."""
         raise ValueError(f"framework '{self.name}' has no variant '{variant}'")
 
+    def check_params(self, params: dict[str, Any]) -> None:
+        """Refuse, with a ValueError of one sentence, adapter params (`_name`) of a suite that fit
+        could not use: the plan calls it before any job runs."""
+        return None
+
     @abstractmethod
     def fit(
         self,

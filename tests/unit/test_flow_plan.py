@@ -51,6 +51,9 @@ def test_narrowing_keeps_the_suites_entries() -> None:
         (("smoke", None, None, None, "no_such_budget"), "unknown budget 'no_such_budget'"),
         (("smoke", None, None, 0), "--folds must be at least 1"),
         (("smoke", ["hgb:no_such_variant"]), "no_such_variant"),
+        (("smoke", [{"name": "autogluon", "params": {"_max_train_rows": "many"}}]),
+         "autogluon's param _max_train_rows is 'many': give a positive number of rows, or 'all' for no "
+         "cap; check the framework entries of the suite."),
     ],
 )
 def test_bad_names_are_one_sentence(arguments: tuple, fragment: str) -> None:
