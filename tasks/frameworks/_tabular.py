@@ -45,7 +45,7 @@ class FeatureSchema:
         data would cost the framework a third of its memory budget before it starts. It is safe
         to replace or add columns of the result (adapters do); X itself never changes.
         """
-        frame = pd.DataFrame({column: X[column] for column in self.columns}, copy=False)
+        frame = pd.DataFrame({column: X[column] for column in self.columns}, index=X.index, copy=False)
         for column, categories in self.levels.items():
             frame[column] = pd.Categorical(frame[column], categories=categories)
         return frame

@@ -28,7 +28,7 @@ def category_codes(X: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     bins like any other. The schema fixes its levels, so a code means the same level at fit and
     at predict time. (Not an OrdinalEncoder: its pandas output copies the whole frame, 15 s and
     2 GB at 10 M rows.)"""
-    frame = pd.DataFrame({column: X[column] for column in X.columns}, copy=False)
+    frame = pd.DataFrame({column: X[column] for column in X.columns}, index=X.index, copy=False)
     for column in columns:
         codes = X[column].cat.codes.to_numpy()
         frame[column] = np.where(codes < 0, np.nan, codes.astype(np.float64))

@@ -47,3 +47,12 @@ def test_apply_types_new_rows_as_at_fit_time() -> None:
     assert list(typed.columns) == ["amount", "city"]
     assert list(typed["city"].cat.categories) == ["a", "b", "c"]
     assert typed["city"].cat.codes.tolist() == [2]
+
+
+def test_apply_keeps_every_row_even_with_no_column_or_a_repeated_index() -> None:
+    X, task = _fold()
+    X.index = [3, 3, 1, 1, 0, 0]  # rows of a resampled copy
+    schema = FeatureSchema.learn(X, task)
+    assert schema.apply(X).index.tolist() == X.index.tolist()
+    assert FeatureSchema([], {}).apply(X).shape == (6, 0)
+
