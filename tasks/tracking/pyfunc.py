@@ -157,9 +157,12 @@ def signature_and_example(example_file: Path, predictions_file: Path) -> tuple[A
             example[column] = example[column].astype(object).where(example[column].notna(), None)
         output = None
         if predictions_file.is_file():
-            predictions = pd.read_csv(predictions_file, nrows=EXAMPLE_ROWS)
+            # Read as text: a class label "0" or "01" is a string the model returns, not a number.
+            predictions = pd.read_csv(predictions_file, nrows=EXAMPLE_ROWS, dtype={PREDICTION_COLUMN: str})
             columns = [c for c in predictions.columns if c == PREDICTION_COLUMN or c.startswith(PROBA_PREFIX)]
-            output = predictions[columns]
+            output = predictions[columns].copy()
+            if not any(c.startswith(PROBA_PREFIX) for c in columns):  # regression, forecasting: values
+                output[PREDICTION_COLUMN] = pd.to_numeric(output[PREDICTION_COLUMN])
         return infer_signature(example, output), example
     except Exception as exc:  # noqa: BLE001 - a model without a schema beats no model
         logger.warning("model logged without a signature (%s: %s)", type(exc).__name__, exc)

@@ -116,3 +116,23 @@ def test_links_point_at_the_runs_table_and_strip_credentials(home: Path,
     assert store.run_url("3", "abc") == f"http://127.0.0.1:5050/#/experiments/3/runs/abc{view}"
     monkeypatch.setenv(store.UI_URL_ENV, "https://mlflow.example.org/")
     assert store.experiment_url("3") == f"https://mlflow.example.org/#/experiments/3/runs{view}"
+
+
+@pytest.mark.parametrize(("predictions", "declared"), [
+    ("row,truth,prediction,proba_0,proba_1\n0,1,1,0.2,0.8\n1,0,0,0.9,0.1\n", "string"),  # labels
+    ("row,truth,prediction\n0,1.5,1.25\n1,2.0,2\n", "double"),  # values
+])
+def test_the_signature_declares_integer_like_labels_as_the_strings_the_model_returns(
+    tmp_path: Path, predictions: str, declared: str
+) -> None:
+    import pandas as pd
+
+    from tasks.tracking.pyfunc import signature_and_example
+
+    pd.DataFrame({"a": [0.5, 1.5]}).to_parquet(tmp_path / "example.parquet", index=False)
+    (tmp_path / "predictions.csv").write_text(predictions)
+
+    signature, _ = signature_and_example(tmp_path / "example.parquet", tmp_path / "predictions.csv")
+
+    types = {spec.name: spec.type.name for spec in signature.outputs.inputs}
+    assert types["prediction"] == declared
