@@ -45,7 +45,7 @@ class FeatureSchema:
         data would cost the framework a third of its memory budget before it starts. It is safe
         to replace or add columns of the result (adapters do); X itself never changes.
         """
-        frame = pd.DataFrame({column: X[column] for column in self.columns}, index=X.index, copy=False)
+        frame = shared_columns(X, self.columns)
         for column, categories in self.levels.items():
             frame[column] = pd.Categorical(frame[column], categories=categories)
         return frame
@@ -58,6 +58,12 @@ class FeatureSchema:
     def load(cls, model_dir: Path) -> FeatureSchema:
         data = json.loads((model_dir / LEVELS_FILE).read_text())
         return cls(data["columns"], data["levels"])
+
+
+def shared_columns(X: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """A new frame of X's `columns` (and index) over the same arrays: no data is copied, and
+    replacing or adding a column of it leaves X as it was."""
+    return pd.DataFrame({column: X[column] for column in columns}, index=X.index, copy=False)
 
 
 def text_as_strings(frame: pd.DataFrame, task: TaskInfo) -> pd.DataFrame:

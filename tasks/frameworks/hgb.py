@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks._sklearn import SklearnAdapter
-from tasks.frameworks._tabular import FeatureSchema, search_seconds
+from tasks.frameworks._tabular import FeatureSchema, search_seconds, shared_columns
 from tasks.frameworks.base import TaskInfo
 from tasks.specs import Budget
 
@@ -26,9 +26,9 @@ def category_codes(X: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
     Native categories hold at most max_bins (255) levels: a wider column goes in as a number HGB
     bins like any other. The schema fixes its levels, so a code means the same level at fit and
-    at predict time. (Not an OrdinalEncoder: its pandas output copies the whole frame, 15 s and
-    2 GB at 10 M rows.)"""
-    frame = pd.DataFrame({column: X[column] for column in X.columns}, index=X.index, copy=False)
+    at predict time. (Not an OrdinalEncoder: its pandas output copies the whole frame, 17.6 s
+    and 2 GB at 9 M rows.)"""
+    frame = shared_columns(X, list(X.columns))
     for column in columns:
         codes = X[column].cat.codes.to_numpy()
         frame[column] = np.where(codes < 0, np.nan, codes.astype(np.float64))
