@@ -150,7 +150,7 @@ def measure(device: str, epochs: int, loader_workers: int, gpu_indices: list[int
         return {"device": device, "status": "failed", "returncode": child.returncode}
     figures = json.loads(output.strip().splitlines()[-1])
     figures["peak_rss_mb"] = round(tree.peak_rss_mb, 1)
-    figures["cpu_s"] = round(tree.cpu_s(), 1)
+    figures["cpu_s"] = round(tree.cpu_s, 1)
     if sampler:
         summary = sampler.summary()
         figures["gpu_util_mean_pct"] = round(summary.get("gpu_util_mean_pct", 0.0), 1)
