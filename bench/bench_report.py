@@ -1,7 +1,7 @@
 """Benchmark: `automl-eval report` over 5,000 synthetic job runs in a fresh sqlite MLflow store.
 
 Prints the seconds to read the runs from MLflow and to build the whole report (tables, statistics,
-every figure), the figure the README quotes. Target: <= 20 s on a 2-core machine.
+every figure), the figure docs/benchmarks.md quotes. Target: <= 20 s on a 2-core machine.
 Run: `python -m bench.bench_report` from the project root (part of `make bench`).
 """
 

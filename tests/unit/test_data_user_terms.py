@@ -251,7 +251,7 @@ def test_piped_tables_are_not_cut_and_frameworks_json_matches(home: Path) -> Non
 
 @pytest.mark.parametrize("framework", ["constant", "hgb"])
 def test_jobs_on_parquet_with_integer_labels_and_own_folds(home: Path, framework: str) -> None:
-    """The README's "Add your own dataset" path for Parquet: integer labels, the user's folds."""
+    """The "Add your own dataset" path of docs/data.md for Parquet: integer labels, the user's folds."""
     from tasks.jobs import run_job
     from tasks.plan import Job
     from tasks.specs import Budget
