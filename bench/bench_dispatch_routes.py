@@ -85,7 +85,7 @@ def main(jobs_count: int = 40, workers: int = 2) -> dict[str, float]:
         temporary_settings,
     )
 
-    from flows import team_stack
+    from ops import team_stack
     from flows.team_dispatch import TeamDispatcher
 
     figures: dict[str, float] = {}

@@ -138,7 +138,7 @@ def main(jobs_count: int = 104, worker_counts: tuple[int, ...] = (1, 2, 4, 8),
         temporary_settings,
     )
 
-    from flows import team_stack
+    from ops import team_stack
     from flows.dispatch import EmbeddedDispatcher
     from flows.team_dispatch import TeamDispatcher
 

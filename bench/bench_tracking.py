@@ -97,7 +97,7 @@ def _against_server(home: Path, tracking: object) -> list[float]:
     """The same records into a team-mode MLflow server (basic auth, PostgreSQL) on 127.0.0.1."""
     import uuid
 
-    from flows import team_stack
+    from ops import team_stack
 
     try:
         import psycopg2
