@@ -254,7 +254,7 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
     from flows.team_dispatch import TeamDispatcher, choose_dispatcher
     from tasks.plan import make_jobs
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec
-    from tasks.tracking import log as tracking
+    from tasks.tracking.execution import start_execution
 
     spec = load_dataset_spec("breast_cancer")
     version = data_version(spec)
@@ -269,7 +269,7 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
                              # The jobs' parameters go where the workers read them.
                              PREFECT_LOCAL_STORAGE_PATH: team.env["PREFECT_LOCAL_STORAGE_PATH"],
                              PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW: "ignore"}):
-        execution = tracking.start_execution("team_gpu", team="qa")
+        execution = start_execution("team_gpu", team="qa")
         contexts = {job.key: JobContext(execution=execution.__dict__, problem_type="binary", metric="auc")
                     for job in cpu_jobs + gpu_jobs}
         dispatcher = choose_dispatcher()  # AUTOML_EVAL_MODE=team, as the stack's clients have it
