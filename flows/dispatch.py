@@ -47,7 +47,7 @@ class ProgressListener(Protocol):
 class JobContext:
     """What a job needs besides the Job itself; plain values so it crosses process boundaries."""
 
-    execution: dict[str, str]  # tasks.tracking.log.Execution fields
+    execution: dict[str, str]  # tasks.tracking.execution.Execution fields
     problem_type: str
     metric: str
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # enabled post-job blocks
