@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -172,8 +173,6 @@ def suite_runs_url(suite: str) -> str | None:
 
 
 if __name__ == "__main__":  # `make ui` prints where to click first
-    import sys
-
     suite_name = sys.argv[1] if len(sys.argv) > 1 else "smoke"
     link = suite_runs_url(suite_name)
     if link is None:
