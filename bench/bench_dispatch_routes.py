@@ -85,8 +85,8 @@ def main(jobs_count: int = 40, workers: int = 2) -> dict[str, float]:
         temporary_settings,
     )
 
-    from flows import team_stack
     from flows.team_dispatch import TeamDispatcher
+    from ops import team_stack
 
     figures: dict[str, float] = {}
     load_before = os.getloadavg()[0]

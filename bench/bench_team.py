@@ -53,12 +53,12 @@ def fresh_jobs(count: int, label: str) -> tuple[list[Any], dict[str, Any]]:
     from flows.dispatch import JobContext
     from tasks.plan import make_jobs
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec
-    from tasks.tracking import log as tracking
+    from tasks.tracking.execution import start_execution
 
     spec = load_dataset_spec(DATASET)
     jobs = make_jobs(SUITE, {spec.name: data_version(spec)}, [FrameworkRef(name=FRAMEWORK)], 1,
                      list(range(count)), load_budget("test"))
-    execution = tracking.start_execution(SUITE, team=label)
+    execution = start_execution(SUITE, team=label)
     contexts = {job.key: JobContext(execution=execution.__dict__, problem_type=spec.problem_type,
                                     metric=str(spec.metric)) for job in jobs}
     return jobs, contexts
@@ -138,9 +138,9 @@ def main(jobs_count: int = 104, worker_counts: tuple[int, ...] = (1, 2, 4, 8),
         temporary_settings,
     )
 
-    from flows import team_stack
     from flows.dispatch import EmbeddedDispatcher
     from flows.team_dispatch import TeamDispatcher
+    from ops import team_stack
 
     figures: dict[str, float] = {"jobs": float(jobs_count)}
     load_before = os.getloadavg()

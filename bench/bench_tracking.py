@@ -35,7 +35,7 @@ def _synthetic_folder(job_dir: Path, fold: int, execution: object) -> None:
     from tasks.plan import Job
     from tasks.results import MODEL_DIR, PREDICTIONS_FILE, JobResult
     from tasks.specs import Budget
-    from tasks.tracking.log import mark_result_final, write_pending
+    from tasks.tracking.job_folder import mark_result_final, write_pending
 
     budget = Budget(name="bench", time_s=60, cores=1, memory_mb=4096)
     # Recorded under a catalog dataset of the same problem type, so the record is what a real job's is.
@@ -83,21 +83,22 @@ def _summary(seconds: list[float]) -> str:
 
 
 def _log_synthetic(folder: Path, execution: object, count: int) -> list[float]:
-    from tasks.tracking import log as tracking
+    from tasks.tracking.job_run import log_job_dir
 
     seconds = []
     for fold in range(count):
         job_dir = folder / f"synthetic{fold}"
         _synthetic_folder(job_dir, fold, execution)
-        seconds.append(tracking.log_job_dir(job_dir).log_s)
+        seconds.append(log_job_dir(job_dir).log_s)
     return seconds
 
 
-def _against_server(home: Path, tracking: object) -> list[float]:
+def _against_server(home: Path) -> list[float]:
     """The same records into a team-mode MLflow server (basic auth, PostgreSQL) on 127.0.0.1."""
     import uuid
 
-    from flows import team_stack
+    from ops import team_stack
+    from tasks.tracking.execution import start_execution  # main() times the first import of tracking
 
     try:
         import psycopg2
@@ -114,7 +115,7 @@ def _against_server(home: Path, tracking: object) -> list[float]:
         team_stack.up(settings)
         client_env = team_stack.client_env(settings, team_stack.credentials(settings))
         os.environ.update({k: v for k, v in client_env.items() if k.startswith("MLFLOW_")})
-        execution = tracking.start_execution("bench")  # type: ignore[attr-defined]
+        execution = start_execution("bench")
         return _log_synthetic(home / "runs" / "server", execution, SERVER_JOBS)
     finally:
         for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
@@ -135,11 +136,12 @@ def main() -> dict[str, float]:
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         started = time.perf_counter()
-        from tasks.tracking import log as tracking
+        from tasks.tracking.execution import finish_execution, start_execution
+        from tasks.tracking.job_run import log_job_dir
 
         figures["import_s"] = time.perf_counter() - started
         started = time.perf_counter()
-        execution = tracking.start_execution("bench")
+        execution = start_execution("bench")
         figures["first_execution_s"] = time.perf_counter() - started  # includes creating the schema
 
         synthetic = _log_synthetic(home / "runs" / "sqlite", execution, SYNTHETIC_JOBS)
@@ -147,7 +149,7 @@ def main() -> dict[str, float]:
               f"(first one includes MLflow's lazy imports: {synthetic[0]:.3f} s)")
         figures["log_s_median"] = statistics.median(synthetic[1:])
         figures["log_s_max"] = max(synthetic[1:])
-        server = _against_server(home, tracking)
+        server = _against_server(home)
         if server:
             figures["server_log_s_median"] = statistics.median(server[1:])
             print(f"recording per job, side by side: embedded sqlite {figures['log_s_median']:.3f} s | "
@@ -162,13 +164,13 @@ def main() -> dict[str, float]:
                 record = json.loads((copy / "tracking.json").read_text())
                 record.update(execution=execution.__dict__, run_id=None, result_final=True)
                 (copy / "tracking.json").write_text(json.dumps(record))
-                seconds.append(tracking.log_job_dir(copy).log_s)
+                seconds.append(log_job_dir(copy).log_s)
             size_mb = sum(p.stat().st_size for p in (job_dirs[0] / "model").rglob("*") if p.is_file()) / 2**20
             print(f"MLflow logging per job, {framework} (model {size_mb:.1f} MB): {_summary(seconds)}")
             figures[f"log_s_{framework}"] = statistics.median(seconds)
         if not real:
             print("No finished jobs in runs/ yet: run `make demo` to time logging of real framework models.")
-        tracking.finish_execution(execution)
+        finish_execution(execution)
     print(f"import of the tracking module (mlflow): {figures['import_s']:.2f} s, once per run; "
           f"first execution in a new store: {figures['first_execution_s']:.2f} s")
     return figures

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import statistics
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -28,6 +29,8 @@ from flows.team_dispatch import choose_dispatcher
 from tasks.errors import UserError
 from tasks.paths import job_dir_for
 from tasks.plan import Job, make_jobs
+from tasks.report import jobs as job_table
+from tasks.report.leaderboard import leaderboard
 from tasks.results import JobResult
 from tasks.specs import (
     Budget,
@@ -39,7 +42,26 @@ from tasks.specs import (
     load_dataset_spec,
     load_suite,
 )
-from tasks.vocabulary import FINISHED_STATUSES, RETRYABLE_STATUSES
+from tasks.tracking import breaker, suite_lock
+from tasks.tracking.execution import (
+    Execution,
+    defer_finish,
+    execution_selection,
+    execution_url,
+    finish_execution,
+    is_execution_of,
+    latest_execution,
+    log_alignment_reports,
+    mark_unfinished,
+    open_execution,
+    start_execution,
+    start_offline_execution,
+)
+from tasks.tracking.job_run import job_run_name, sync_pending
+from tasks.tracking.recorded import recorded_jobs, recorded_results
+from tasks.tracking.store import run_url
+from tasks.tracking.system_metrics import system_metrics
+from tasks.vocabulary import FINISHED_STATUSES, RETRYABLE_STATUSES, STATUSES
 
 logger = logging.getLogger("automl_eval.benchmark")
 
@@ -189,77 +211,54 @@ class Record:
     metric: str
 
 
-@dataclass
-class LeaderboardRow:
-    dataset: str
-    framework: str
-    metric: str
-    result_mean: float | None
-    result_std: float | None
-    fit_s: float | None
-    latency_p99_ms: float | None
-    peak_rss_mb: float | None
-    ok: int
-    failures: int
-    failure_statuses: list[str] = field(default_factory=list)
-
-    def as_table_row(self) -> dict[str, Any]:
-        def fmt(value: float | None, digits: int = 4) -> str:
-            return "" if value is None else f"{value:.{digits}f}"
-
-        return {
-            "dataset": self.dataset,
-            "framework": self.framework,
-            "result": fmt(self.result_mean),
-            "± std": fmt(self.result_std),
-            "metric": self.metric,
-            "fit_s": fmt(self.fit_s, 1),
-            "p99 latency ms": fmt(self.latency_p99_ms, 2),
-            "peak RSS MB": fmt(self.peak_rss_mb, 0),
-            "failures": f"{self.failures} ({', '.join(self.failure_statuses)})" if self.failures else "0",
-        }
+FAILURE_STATUSES = tuple(status for status in STATUSES if status != "ok")
 
 
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
+def leaderboard_rows(records: list[Record]) -> list[dict[str, Any]]:
+    """The report's leaderboard (tasks/report/leaderboard.py) of these jobs, best first per dataset,
+    as plain rows: None where a figure is missing (no job of the framework produced it)."""
+    if not records:
+        return []
+    runs = pd.DataFrame([
+        {"dataset": record.job.dataset, "framework": record.job.framework_id, "fold": record.job.fold,
+         "seed": record.job.seed, "status": record.result.status, "metric": record.metric,
+         **record.result.scores, **record.result.costs}
+        for record in records
+    ])
+    board = leaderboard(job_table.prepare(runs))
+    return board.astype(object).where(board.notna(), None).to_dict("records")
 
 
-def leaderboard(records: list[Record]) -> list[LeaderboardRow]:
-    """Per dataset, frameworks by mean `result` (higher is better); no result sorts last."""
-    groups: dict[tuple[str, str], list[Record]] = {}
-    for record in records:
-        groups.setdefault((record.job.dataset, record.job.framework_id), []).append(record)
-    rows = []
-    for (dataset, framework), members in groups.items():
-        ok = [m.result for m in members if m.result.status == "ok" and "result" in m.result.scores]
-        results = [r.scores["result"] for r in ok]
-        failed = [m.result.status for m in members if m.result.status != "ok"]
-        rows.append(LeaderboardRow(
-            dataset=dataset,
-            framework=framework,
-            metric=members[0].metric,
-            result_mean=_mean(results),
-            result_std=statistics.stdev(results) if len(results) > 1 else (0.0 if results else None),
-            fit_s=_mean([r.costs["fit_s"] for r in ok if "fit_s" in r.costs]),
-            latency_p99_ms=_mean([r.costs["latency_p99_ms"] for r in ok if "latency_p99_ms" in r.costs]),
-            peak_rss_mb=max((r.costs["peak_rss_mb"] for r in ok if "peak_rss_mb" in r.costs), default=None),
-            ok=len(ok),
-            failures=len(failed),
-            failure_statuses=sorted(set(failed)),
-        ))
-    return sorted(rows, key=lambda row: (row.dataset, row.result_mean is None, -(row.result_mean or 0.0)))
+def table_row(row: Mapping[str, Any]) -> dict[str, str]:
+    """One leaderboard row as the CLI, the summary and the Prefect table show it."""
+    def fmt(value: float | None, digits: int = 4) -> str:
+        return "" if value is None else f"{value:.{digits}f}"
+
+    failed = sorted(status for status in FAILURE_STATUSES if row.get(status))
+    failures = sum(int(row[status]) for status in failed)
+    return {
+        "dataset": row["dataset"],
+        "framework": row["framework"],
+        "result": fmt(row["result_mean"]),
+        "± std": fmt(row["result_std"]),
+        "metric": row["metric"],
+        "fit_s": fmt(row["fit_s"], 1),
+        "p99 latency ms": fmt(row["latency_p99_ms"], 2),
+        "peak RSS MB": fmt(row["peak_rss_mb"], 0),
+        "failures": f"{failures} ({', '.join(failed)})" if failures else "0",
+    }
 
 
-def best_frameworks(rows: list[LeaderboardRow]) -> dict[str, str]:
+def best_frameworks(rows: list[dict[str, Any]]) -> dict[str, str]:
     """dataset -> the framework with the best mean result (rows come sorted best first)."""
     best: dict[str, str] = {}
     for row in rows:
-        if row.result_mean is not None:
-            best.setdefault(row.dataset, row.framework)
+        if row["result_mean"] is not None:
+            best.setdefault(row["dataset"], row["framework"])
     return best
 
 
-def summary_markdown(suite: str, execution_id: str, rows: list[LeaderboardRow], counts: dict[str, int],
+def summary_markdown(suite: str, execution_id: str, rows: list[dict[str, Any]], counts: dict[str, int],
                      gate_failures: dict[str, str], *, execution_url: str = "",
                      job_links: list[tuple[str, str, str]] | None = None) -> str:
     """The execution's summary; `execution_url` links its MLflow parent run, `job_links` lists
@@ -272,7 +271,7 @@ def summary_markdown(suite: str, execution_id: str, rows: list[LeaderboardRow], 
     if gate_failures:
         lines += ["", "Datasets skipped by the data gate:"]
         lines += [f"- **{name}**: {why}" for name, why in sorted(gate_failures.items())]
-    table = [row.as_table_row() for row in rows]
+    table = [table_row(row) for row in rows]
     if table:
         headers = list(table[0])
         lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -293,42 +292,36 @@ def _artifact_key(suite: str, kind: str) -> str:
 
 def check_execution_choice(suite: str, execution: str = "auto", retry_failed: bool = False) -> None:
     """Before anything runs: the execution to resume or retry must exist (one sentence if not)."""
-    from tasks.tracking import log as tracking
-
     name = load_suite(suite).name
-    if retry_failed and tracking.latest_execution(name) is None:
+    if retry_failed and latest_execution(name) is None:
         raise UserError(f"suite '{name}' has no execution to retry; run it first.")
-    if execution not in ("auto", "new") and not tracking.is_execution_of(execution, name):
+    if execution not in ("auto", "new") and not is_execution_of(execution, name):
         raise UserError(f"no execution '{execution}' of suite '{name}'; "
                         f"its id is the parent run id shown by `automl-eval run {name}`.")
 
 
-def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool, team: str,  # noqa: ANN202
-                      trigger: str):
-    from tasks.tracking import log as tracking
-
+def _choose_execution(suite: str, plan: Plan, execution: str, retry_failed: bool, team: str,
+                      trigger: str) -> Execution:
     if retry_failed:
-        latest = tracking.latest_execution(suite)
+        latest = latest_execution(suite)
         if latest is None:
             raise UserError(f"suite '{suite}' has no execution to retry; run it first.")
-        return tracking.open_execution(latest)
+        return open_execution(latest)
     if execution not in ("auto", "new"):
         check_execution_choice(suite, execution)
-        return tracking.open_execution(execution)
+        return open_execution(execution)
     try:
         if execution == "auto":
-            unfinished = tracking.latest_execution(suite, unfinished_only=True)
+            unfinished = latest_execution(suite, unfinished_only=True)
             if unfinished is not None:
-                return tracking.open_execution(unfinished)
-        return tracking.start_execution(suite, team=team, selection=plan.selection(),
+                return open_execution(unfinished)
+        return start_execution(suite, team=team, selection=plan.selection(),
                                         budget=plan.budget.name, trigger=trigger)
     except Exception as exc:
-        from tasks.tracking import breaker
-
         if not breaker.is_unreachable(exc):
             raise
         # The store is away: run anyway, results on disk; the parent run is made when it answers.
-        offline = tracking.start_offline_execution(suite, team=team, selection=plan.selection(),
+        offline = start_offline_execution(suite, team=team, selection=plan.selection(),
                                                    budget=plan.budget.name, trigger=trigger)
         breaker.open_from_start(offline.execution_id, breaker.describe(exc))
         return offline
@@ -357,23 +350,18 @@ def benchmark(
     dispatcher: what runs the jobs (a flows.dispatch.Dispatcher); default: as the mode says
     (flows.team_dispatch.choose_dispatcher), `parallel` at once in embedded mode.
     """
-    from tasks.tracking import breaker
-    from tasks.tracking import log as tracking
-
     try:
-        tracking.sync_pending()  # results that finished but were never logged go in first
+        sync_pending()  # results that finished but were never logged go in first
     except Exception as exc:
         logger.warning("some finished jobs could not be logged yet (%s); `automl-eval sync` retries.", exc)
 
     plan = resolve_plan(suite, frameworks, datasets, folds, budget)
-    from tasks.tracking import suite_lock
-
     suite_lock.hold(plan.suite.name)  # held by the CLI already; a deployment's run takes it here
     runner: Dispatcher = dispatcher or choose_dispatcher(parallel=parallel)
     runner.warm_up()
     chosen = _choose_execution(suite, plan, execution, retry_failed, team or "", trigger)
     narrowed = any(v is not None for v in (frameworks, datasets, folds, budget))
-    recorded_selection = {} if chosen.offline else tracking.execution_selection(chosen.execution_id)
+    recorded_selection = {} if chosen.offline else execution_selection(chosen.execution_id)
     if recorded_selection and not narrowed:
         # A resumed execution plans the jobs it was started with, whatever the suite says now.
         plan = resolve_plan(suite, recorded_selection.get("frameworks"), recorded_selection.get("datasets"),
@@ -388,7 +376,7 @@ def benchmark(
     }
     aligned = [name for name, gate in gates.items() if gate["ok"]]
     try:
-        tracking.log_alignment_reports(chosen, aligned)  # multimodal only; others have none
+        log_alignment_reports(chosen, aligned)  # multimodal only; others have none
     except Exception as exc:
         logger.warning("alignment reports not attached to execution %s: %s", chosen.execution_id, exc)
     jobs = plan_jobs(plan, versions)
@@ -400,13 +388,13 @@ def benchmark(
         for job in jobs
     }
 
-    recorded_jobs = {} if chosen.offline else tracking.recorded_jobs(chosen.execution_id)
+    already = {} if chosen.offline else recorded_jobs(chosen.execution_id)
     if retry_failed:
-        to_run = [job for job in jobs if recorded_jobs.get(job.key) and
-                  recorded_jobs[job.key].status in RETRYABLE_STATUSES]
+        to_run = [job for job in jobs if already.get(job.key) and
+                  already[job.key].status in RETRYABLE_STATUSES]
     else:
-        to_run = [job for job in jobs if job.key not in recorded_jobs
-                  or recorded_jobs[job.key].status not in FINISHED_STATUSES]
+        to_run = [job for job in jobs if job.key not in already
+                  or already[job.key].status not in FINISHED_STATUSES]
     runnable = [job for job in to_run if job.dataset not in gate_failures]
     runner.planned(len(to_run))
     for job in to_run:
@@ -415,11 +403,11 @@ def benchmark(
     print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
           f"execution {chosen.execution_id}")
     try:
-        with tracking.system_metrics(chosen):
+        with system_metrics(chosen):
             runner.run(runnable, contexts)
     except BaseException:
         if not breaker.is_open(chosen.execution_id):
-            tracking.mark_unfinished(chosen)
+            mark_unfinished(chosen)
         raise
 
     # The store had its chance during the run; what still waits is kept on disk, with why.
@@ -430,7 +418,7 @@ def benchmark(
     recorded: dict[str, JobResult] = {}
     if not store_away:
         try:
-            recorded = tracking.recorded_results(chosen.execution_id)
+            recorded = recorded_results(chosen.execution_id)
         except Exception as exc:  # it went away just now (or, in team mode, while workers recorded)
             if not breaker.is_unreachable(exc):
                 raise
@@ -442,34 +430,34 @@ def benchmark(
             records.append(Record(job, recorded[job.key], contexts[job.key].metric))
         elif (job_dir / "result.json").is_file():
             records.append(Record(job, JobResult.load(job_dir), contexts[job.key].metric))
-    rows = leaderboard(records)
+    rows = leaderboard_rows(records)
     counts: dict[str, int] = {}
     for record in records:
         counts[record.result.status] = counts.get(record.result.status, 0) + 1
-    execution_url, job_links = _mlflow_links(chosen, jobs)
+    parent_url, job_links = _mlflow_links(chosen, jobs)
     markdown = summary_markdown(plan.suite.name, chosen.execution_id, rows, counts, gate_failures,
-                                execution_url=execution_url, job_links=job_links)
+                                execution_url=parent_url, job_links=job_links)
     create_table_artifact(key=_artifact_key(plan.suite.name, "leaderboard"),
-                          table=[row.as_table_row() for row in rows],
+                          table=[table_row(row) for row in rows],
                           description=f"Leaderboard of {plan.suite.name}, execution "
-                                      f"[{chosen.execution_id}]({execution_url}) in MLflow")
+                                      f"[{chosen.execution_id}]({parent_url}) in MLflow")
     create_markdown_artifact(key=_artifact_key(plan.suite.name, "summary"), markdown=markdown,
                              description=f"Summary of {plan.suite.name}, with links to MLflow")
     accepted = {name: gate["accepted"] for name, gate in gates.items() if gate.get("accepted")}
     if not store_away:
         try:
             if covers_execution:
-                tracking.finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures,
+                finish_execution(chosen, summary_markdown=markdown, data_gate_failures=gate_failures,
                                           data_gate_accepted=accepted, counts=counts,
                                           best=best_frameworks(rows))
             else:
-                tracking.mark_unfinished(chosen)
+                mark_unfinished(chosen)
         except Exception as exc:
             if not breaker.is_unreachable(exc):
                 raise
             store_away = True
     if store_away:  # `automl-eval sync` ends the execution once its results are logged
-        tracking.defer_finish(chosen, finished=covers_execution, summary_markdown=markdown,
+        defer_finish(chosen, finished=covers_execution, summary_markdown=markdown,
                               data_gate_failures=gate_failures)
     report_folder = "" if store_away else report_and_publish(chosen.execution_id, plan.suite.name)
     return {
@@ -479,26 +467,23 @@ def benchmark(
         "ran": len(runnable),
         "counts": counts,
         "gate_failures": gate_failures,
-        "leaderboard": [row.__dict__ for row in rows],
+        "leaderboard": rows,
         "summary": markdown,
         "report": report_folder,
         "waiting": {"count": waiting.count, "reason": waiting.reason},
-        "execution_url": tracking.execution_url(chosen),
+        "execution_url": execution_url(chosen),
     }
 
 
-def _mlflow_links(execution: Any, jobs: list[Job]) -> tuple[str, list[tuple[str, str, str]]]:
+def _mlflow_links(execution: Execution, jobs: list[Job]) -> tuple[str, list[tuple[str, str, str]]]:
     """The execution's MLflow URL, and (run name, status, URL) of each of its recorded job runs."""
-    from tasks.tracking import log as tracking
-    from tasks.tracking.store import run_url
-
     try:
-        recorded = tracking.recorded_jobs(execution.execution_id)
+        recorded = recorded_jobs(execution.execution_id)
     except Exception as exc:  # the store is away: the results wait on disk, and so do their links
         logger.warning("no MLflow links in the summary: the tracking store did not answer (%s).",
                        str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
         return "", []
-    links = [(tracking.job_run_name(job), recorded[job.key].status,
+    links = [(job_run_name(job), recorded[job.key].status,
               run_url(execution.experiment_id, recorded[job.key].run_id))
              for job in jobs if job.key in recorded]
     return run_url(execution.experiment_id, execution.execution_id), links

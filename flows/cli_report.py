@@ -74,7 +74,7 @@ def report(
     from tasks.errors import UserError
     from tasks.paths import inside_project
     from tasks.report.build import build_report, default_folder, report_execution
-    from tasks.report.compare import resolve_execution
+    from tasks.report.compare_store import resolve_execution
     from tasks.tracking import read
 
     out = inside_project(out, "--out") if out is not None else None
@@ -156,13 +156,9 @@ def compare(
     and where in the job (DTW-aligned resource series)."""
     from tasks.paths import inside_project
     from tasks.report.build import default_folder
-    from tasks.report.compare import (
-        Thresholds,
-        compare_executions,
-        diagnostic_rows,
-        resolve_execution,
-        write_folder,
-    )
+    from tasks.report.compare import Thresholds
+    from tasks.report.compare_markdown import diagnostic_rows, write_folder
+    from tasks.report.compare_store import compare_executions, resolve_execution
 
     out = inside_project(out, "--out") if out is not None else None
     base_id, cand_id = resolve_execution(base), resolve_execution(cand)

@@ -153,10 +153,10 @@ class ProgressBar:
 
 
 def print_leaderboard(rows: list[dict[str, Any]], suite: str, execution_id: str) -> None:
-    from flows.benchmark import LeaderboardRow
+    from flows.benchmark import table_row
 
     table = Table(title=f"{suite} — execution {execution_id}", show_lines=False)
-    cells = [LeaderboardRow(**row).as_table_row() for row in rows]
+    cells = [table_row(row) for row in rows]
     if not cells:
         console.print("No job results to rank.")
         return
@@ -253,7 +253,9 @@ def run_command(
 def sync_command() -> None:
     """Log job folders that finished but were never recorded (e.g. the tracking server was down)."""
     from tasks.tracking.breaker import describe, is_unreachable
-    from tasks.tracking.log import apply_deferred_finishes, log_job_dir, pending_job_dirs, waiting_reason
+    from tasks.tracking.execution import apply_deferred_finishes
+    from tasks.tracking.job_folder import pending_job_dirs, waiting_reason
+    from tasks.tracking.job_run import log_job_dir
     from tasks.tracking.suite_lock import running_elsewhere
 
     pending = pending_job_dirs()

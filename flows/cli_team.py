@@ -2,7 +2,7 @@
 
 `deploy` registers the deployments of prefect.yaml (nightly, manual) on the Prefect server that
 PREFECT_API_URL names, after making sure the work pools `cpu` and `gpu` and the GPU concurrency
-limit exist. `team up` starts the whole stack on 127.0.0.1 (see flows/team_stack.py); `team status`
+limit exist. `team up` starts the whole stack on 127.0.0.1 (see ops/team_stack.py); `team status`
 shows its processes and every team worker's last heartbeat.
 """
 
@@ -11,14 +11,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
+from ops import team_stack
 from tasks import paths
 from tasks.errors import UserError
+from tasks.gpus import visible_gpu_count
 
 DEFAULT_NIGHTLY_CRON = "0 2 * * *"  # 02:00 UTC
 CRON_ENV = "AUTOML_EVAL_NIGHTLY_CRON"
@@ -29,6 +35,7 @@ team_app = typer.Typer(help="Start, stop and inspect the team stack on this mach
 
 
 def _api_url() -> str:
+    # Prefect takes seconds to import, and every command registers this group: only team commands load it.
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
@@ -39,9 +46,6 @@ def _api_url() -> str:
 
 
 def _server_health(api_url: str) -> None:
-    import urllib.error
-    import urllib.request
-
     try:
         with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=10):
             return
@@ -57,9 +61,7 @@ def deploy(
                              "limit); default $AUTOML_EVAL_GPUS or this host's GPUs."),
 ) -> None:
     """Register the nightly, manual and job deployments on the running Prefect server."""
-    from flows.deployments import DEPLOY_GPUS_ENV
-    from flows.team_stack import ensure_pools_and_limits
-    from tasks.gpus import visible_gpu_count
+    from flows.deployments import DEPLOY_GPUS_ENV  # loads Prefect (see _api_url)
 
     api_url = _api_url()
     _server_health(api_url)
@@ -67,7 +69,7 @@ def deploy(
     if not (root / "prefect.yaml").is_file():
         raise UserError(f"{root / 'prefect.yaml'}: file not found; run deploy from the project's checkout.")
     gpu_count = gpus if gpus is not None else int(os.environ.get("AUTOML_EVAL_GPUS", visible_gpu_count()))
-    ensure_pools_and_limits(api_url, gpu_count)
+    team_stack.ensure_pools_and_limits(api_url, gpu_count)
     env = dict(os.environ)
     env[CRON_ENV] = cron or os.environ.get(CRON_ENV) or DEFAULT_NIGHTLY_CRON
     env.setdefault("AUTOML_EVAL_HOME", str(root))
@@ -87,8 +89,6 @@ def deploy(
 @team_app.command("up")
 def team_up() -> None:
     """Start the Prefect server, the MLflow server (PostgreSQL, basic auth) and the workers."""
-    from flows import team_stack
-
     settings = team_stack.default_settings()
     state = team_stack.up(settings)
     workers = ", ".join(f"{w.name} (pool {w.pool})" for w in settings.workers)
@@ -104,8 +104,6 @@ def team_up() -> None:
 @team_app.command("down")
 def team_down() -> None:
     """Stop every process `team up` started (databases and artifacts stay)."""
-    from flows import team_stack
-
     stopped = team_stack.down(paths.project_root() / ".team")
     console.print(f"stopped: {', '.join(stopped)}" if stopped else "no team stack was running.")
 
@@ -114,14 +112,12 @@ def team_down() -> None:
 def team_status() -> None:
     """The stack's processes on this machine, and every team worker's last heartbeat: host, kind,
     jobs running, jobs done."""
-    from flows import team_stack
-
     state_dir = paths.project_root() / ".team"
     state = team_stack.read_state(state_dir)
     if state is not None:
         console.print(f"Prefect UI: {state.prefect_ui}\nMLflow UI:  {state.mlflow_ui}")
         for name, pid in state.pids.items():
-            console.print(f"  {name:<20} pid {pid:<8} {'running' if team_stack._alive(pid) else 'stopped'}")
+            console.print(f"  {name:<20} pid {pid:<8} {'running' if team_stack.is_alive(pid) else 'stopped'}")
     api_url = os.environ.get("PREFECT_API_URL") or (state.prefect_api if state else "")
     if not api_url:
         console.print("no team stack is running here and PREFECT_API_URL is not set "
@@ -133,11 +129,9 @@ def team_status() -> None:
 
 
 def _print_workers(api_url: str, auth: str | None) -> None:
-    import time
-
+    # Prefect and the team worker (which imports it) load only for this command (see _api_url).
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
-    from rich.table import Table
 
     from flows.team_worker import read_heartbeats
 

@@ -142,10 +142,10 @@ def _compare_with_previous_nightly(outcome: dict[str, Any]) -> Any | None:
     """The reports' nightly comparison where it is installed; else the `nightly` tags on this flow
     run and the execution's team tag are what a later comparison finds. Returns a Failed state
     when the night regressed, else None."""
-    if importlib.util.find_spec("tasks.report.compare") is None:
+    if importlib.util.find_spec("tasks.report.compare_store") is None:
         print(f"nightly execution {outcome.get('execution_id')} recorded (tagged 'nightly').")
         return None
-    from tasks.report.compare import compare_with_previous_nightly
+    from tasks.report.compare_store import compare_with_previous_nightly
     from tasks.report.publish import publish_comparison, regression_state
 
     comparison = compare_with_previous_nightly(outcome["execution_id"])

@@ -47,7 +47,7 @@ class ProgressListener(Protocol):
 class JobContext:
     """What a job needs besides the Job itself; plain values so it crosses process boundaries."""
 
-    execution: dict[str, str]  # tasks.tracking.log.Execution fields
+    execution: dict[str, str]  # tasks.tracking.execution.Execution fields
     problem_type: str
     metric: str
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # enabled post-job blocks
@@ -117,7 +117,8 @@ def run_and_record(job: Job, context: JobContext, gpu_devices: list[int] | None,
     be leased, so the job is skipped with the reason). `still_ours`, asked just before recording,
     says whether the job is still this caller's: a job the suite already gave up on (its worker
     looked dead) is left on disk, not recorded a second time. Never raises for the job's own failure."""
-    from tasks.tracking.log import Execution, mark_result_final, write_pending
+    from tasks.tracking.execution import Execution
+    from tasks.tracking.job_folder import mark_result_final, write_pending
 
     job_dir = job_dir_for(job)
     if job_dir.exists():
@@ -163,7 +164,8 @@ def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str)
 
 def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResult, dict[str, Any]]:
     """A job that will not run: recorded as skipped with the reason."""
-    from tasks.tracking.log import Execution, mark_result_final, write_pending
+    from tasks.tracking.execution import Execution
+    from tasks.tracking.job_folder import mark_result_final, write_pending
 
     job_dir = job_dir_for(job)
     if job_dir.exists():

@@ -27,6 +27,12 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterId
+from prefect.exceptions import ObjectNotFound
+from prefect.settings import PREFECT_API_URL
+from prefect.states import Failed
+
 from flows.dispatch import (
     Dispatcher,
     EmbeddedDispatcher,
@@ -40,6 +46,8 @@ from tasks.errors import UserError
 from tasks.paths import job_dir_for
 from tasks.plan import Job
 from tasks.results import RESULT_FILE, JobResult
+from tasks.tracking.execution import Execution
+from tasks.tracking.job_folder import TRACKING_FILE, write_pending
 
 logger = logging.getLogger("automl_eval.team")
 
@@ -61,8 +69,6 @@ def choose_dispatcher(progress: ProgressListener | None = None, parallel: int | 
 
 
 def _require_api_url() -> str:
-    from prefect.settings import PREFECT_API_URL
-
     url = PREFECT_API_URL.value()
     if not url:
         raise UserError(f"{MODE_ENV}=team needs a Prefect server: set PREFECT_API_URL "
@@ -72,8 +78,6 @@ def _require_api_url() -> str:
 
 def gpu_unavailable_reason(client: Any, beats: list[Heartbeat], gpus: int) -> str:
     """Why GPU jobs cannot run on this team, or '' when they can."""
-    from prefect.exceptions import ObjectNotFound
-
     try:
         limit = client.read_global_concurrency_limit_by_name(GPU_LIMIT)
     except ObjectNotFound:
@@ -136,8 +140,6 @@ class TeamDispatcher:
             self.progress.job_finished(job, result)
 
     def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[dict[str, Any]]:
-        from prefect.client.orchestration import get_client
-
         if not jobs:
             return []
         _require_api_url()
@@ -171,8 +173,6 @@ class TeamDispatcher:
 
     def _wait(self, client: Any, waiting: dict[UUID, _Submitted],
               contexts: dict[str, JobContext]) -> dict[str, dict[str, Any]]:
-        from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterId
-
         outcomes: dict[str, dict[str, Any]] = {}
         pending = dict(waiting)
         while pending:
@@ -280,8 +280,6 @@ def _record_failure(job: Job, context: JobContext, reason: str) -> dict[str, Any
 
     The job folder is keyed by job, not by execution: what an earlier execution left there is
     replaced; a result this execution's job wrote before it was lost is kept and recorded."""
-    from tasks.tracking.log import TRACKING_FILE, Execution, write_pending
-
     job_dir = job_dir_for(job)
     if not (_belongs_to(job_dir / TRACKING_FILE, context) and (job_dir / RESULT_FILE).is_file()):
         shutil.rmtree(job_dir, ignore_errors=True)
@@ -308,8 +306,6 @@ def _belongs_to(tracking_file: Path, context: JobContext) -> bool:
 
 def _give_up(client: Any, run_ids: list[UUID], reason: str) -> None:
     """Mark task runs the suite no longer waits for as final, so a late worker does not record them."""
-    from prefect.states import Failed
-
     for run_id in run_ids:
         try:
             client.set_task_run_state(run_id, Failed(message=reason), force=True)

@@ -32,9 +32,16 @@ from typing import Any
 from uuid import UUID
 
 from prefect import task
+from prefect.client.orchestration import get_client
+from prefect.concurrency.sync import concurrency
+from prefect.runtime import task_run
+from prefect.settings import PREFECT_API_URL
+from prefect.task_worker import TaskWorker
+from prefect.variables import Variable
 
 from flows.dispatch import JobContext, run_and_record
 from tasks.gpus import host_devices
+from tasks.launch import FORK_SERVER, chosen_launcher
 from tasks.plan import Job
 
 logger = logging.getLogger("automl_eval.team_worker")
@@ -109,9 +116,6 @@ def _identity() -> dict[str, Any]:
 
 def _still_ours() -> bool:
     """Whether the suite still waits for this task run (it marks a run it gave up on as final)."""
-    from prefect.client.orchestration import get_client
-    from prefect.runtime import task_run
-
     if not task_run.get_id():
         return True
     try:
@@ -141,8 +145,6 @@ def run_team_job(job: dict[str, Any], context: dict[str, Any], label: str, attem
 def run_team_gpu_job(job: dict[str, Any], context: dict[str, Any], label: str,
                      attempt: str) -> dict[str, Any]:
     """One GPU job on this (GPU) worker: a slot of the team's `gpu` limit, then this host's devices."""
-    from prefect.concurrency.sync import concurrency
-
     gpus = int(job["budget"]["gpus"])
     with concurrency(GPU_LIMIT, occupy=gpus, strict=True), host_devices(gpus) as devices:
         # No devices here ([]): run_and_record's runner records the job as skipped with the reason.
@@ -155,32 +157,25 @@ TASKS = {"cpu": run_team_job, "gpu": run_team_gpu_job}
 # ---------------------------------------------------------------- the worker process
 
 
-def _task_worker_class() -> type:
-    from prefect.task_worker import TaskWorker
+class HoldingTaskWorker(TaskWorker):
+    """Prefect's task worker, also telling which task runs it took but has not started yet.
 
-    class HoldingTaskWorker(TaskWorker):
-        """Prefect's task worker, also telling which task runs it took but has not started yet.
+    At its limit it still takes one more from the server and waits for a free slot; the
+    heartbeat must list that one too, or a worker dying then would lose it unnoticed."""
 
-        At its limit it still takes one more from the server and waits for a free slot; the
-        heartbeat must list that one too, or a worker dying then would lose it unnoticed."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting: set[UUID] = set()
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.waiting: set[UUID] = set()
-
-        async def _acquire_token(self, task_run_id: UUID) -> bool:
-            self.waiting.add(task_run_id)
-            try:
-                return await super()._acquire_token(task_run_id)
-            finally:
-                self.waiting.discard(task_run_id)
-
-    return HoldingTaskWorker
+    async def _acquire_token(self, task_run_id: UUID) -> bool:
+        self.waiting.add(task_run_id)
+        try:
+            return await super()._acquire_token(task_run_id)
+        finally:
+            self.waiting.discard(task_run_id)
 
 
 async def _beat(worker: Any, beat: Heartbeat) -> None:
-    from prefect.variables import Variable
-
     while True:
         held = {run_id for runs in worker.in_flight_task_runs.values() for run_id in runs} | worker.waiting
         beat.running = sorted(str(run_id) for run_id in held)
@@ -194,11 +189,9 @@ async def _beat(worker: Any, beat: Heartbeat) -> None:
 
 
 async def serve(name: str, kind: str, limit: int) -> None:
-    from tasks.launch import FORK_SERVER, chosen_launcher
-
     if chosen_launcher() == "warm":
         FORK_SERVER.warm_up()  # one warm fork server for every job of this worker
-    worker = _task_worker_class()(TASKS[kind], limit=limit)
+    worker = HoldingTaskWorker(TASKS[kind], limit=limit)
     beat = Heartbeat(name=name, host=platform.node(), kind=kind, pid=os.getpid(), limit=limit,
                      started_unix=time.time(), interval_s=heartbeat_interval_s())
     beating = asyncio.create_task(_beat(worker, beat))
@@ -218,8 +211,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit < 1:
         parser.error("--limit must be at least 1")
     os.environ[WORKER_NAME_ENV] = args.name
-    from prefect.settings import PREFECT_API_URL
-
     if not PREFECT_API_URL.value():
         print("a team worker needs a Prefect server: set PREFECT_API_URL (source .team/client.env).",
               file=sys.stderr)

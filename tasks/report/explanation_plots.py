@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+import matplotlib
 
-if TYPE_CHECKING:
-    from tasks.report.explanations import ExplanationInputs
+matplotlib.use("Agg")  # files only, as tasks/report/plots.py
 
-
-def _pyplot():  # noqa: ANN202 - matplotlib's module
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 
 def agreement_heatmap(matrix: pd.DataFrame, dataset: str, path: Path) -> Path:
-    plt = _pyplot()
     size = max(3.5, 0.9 * len(matrix) + 1.5)
     figure, axes = plt.subplots(figsize=(size, size * 0.85))
     image = axes.imshow(matrix.to_numpy(dtype=float), vmin=-1, vmax=1, cmap="RdBu")
@@ -39,20 +30,20 @@ def agreement_heatmap(matrix: pd.DataFrame, dataset: str, path: Path) -> Path:
     return path
 
 
-def shap_summaries(runs: pd.DataFrame, inputs: ExplanationInputs, folder: Path) -> list[Path]:
-    """Per dataset, shap's summary (beeswarm) plot of the best framework's first job with SHAP values."""
-    import shap
+def shap_summaries(runs: pd.DataFrame, shap_files: dict[str, Path], folder: Path) -> list[Path]:
+    """Per dataset, shap's summary (beeswarm) plot of the best framework's first job with SHAP values
+    (`shap_files`: run id -> its saved SHAP values)."""
+    import shap  # optional and heavy: only a report of explained runs draws it
 
-    plt = _pyplot()
     figures = []
-    ok = runs[(runs.get("status") == "ok") & runs["run_id"].isin(list(inputs.shap_files))].copy()
+    ok = runs[(runs.get("status") == "ok") & runs["run_id"].isin(list(shap_files))].copy()
     if ok.empty or "result" not in ok:
         return figures
     ok["result"] = pd.to_numeric(ok["result"], errors="coerce")
     for dataset, group in ok.groupby("dataset"):
         best = group.groupby("framework")["result"].mean().idxmax()
         run_id = str(group[group["framework"] == best].sort_values(["fold", "seed"])["run_id"].iloc[0])
-        with np.load(inputs.shap_files[run_id], allow_pickle=False) as saved:
+        with np.load(shap_files[run_id], allow_pickle=False) as saved:
             values, data, features = saved["values"], saved["data"], [str(f) for f in saved["features"]]
             explainer = str(saved["explainer"])
         if not len(values):

@@ -13,12 +13,17 @@ importance per feature) and the `export` evaluation's metrics:
 from __future__ import annotations
 
 import itertools
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from tasks.report import explanation_plots
+from tasks.report.compare_attribution import FACTORS
+from tasks.tracking import read
 
 DEFAULT_TOP_K = 3
 KEYS = ["dataset", "framework", "fold", "seed"]
@@ -161,8 +166,6 @@ def importance_shifts(base: pd.DataFrame, cand: pd.DataFrame, k: int = DEFAULT_T
 
 def differing_factors(base_runs: pd.DataFrame, cand_runs: pd.DataFrame) -> dict[tuple[str, str], str]:
     """Per (dataset, framework): the factors (compare's) whose values differ between the two sides."""
-    from tasks.report.compare import FACTORS
-
     found: dict[tuple[str, str], str] = {}
     both = set(base_runs) | set(cand_runs)
     columns = {factor.name: [*factor.columns, *sorted(c for c in both if factor.prefix and
@@ -228,8 +231,6 @@ class ExplanationInputs:
 def section(runs: pd.DataFrame, inputs: ExplanationInputs | None, folder: Path,
             k: int = DEFAULT_TOP_K) -> tuple[list[str], list[Path]]:
     """The report's markdown lines and figures for explanations and deployability (empty if none)."""
-    from tasks.report import explanation_plots
-
     lines: list[str] = []
     figures: list[Path] = []
     if inputs is not None and not inputs.importance.empty:
@@ -241,7 +242,7 @@ def section(runs: pd.DataFrame, inputs: ExplanationInputs | None, folder: Path,
         for dataset in sorted(pairs["dataset"].unique()):
             figures.append(explanation_plots.agreement_heatmap(
                 agreement_matrix(pairs, dataset), dataset, folder / f"explain_agreement_{dataset}.png"))
-        figures += explanation_plots.shap_summaries(runs, inputs, folder)
+        figures += explanation_plots.shap_summaries(runs, inputs.shap_files, folder)
         lines += [
             "## Explanations",
             "",
@@ -279,8 +280,6 @@ def _table(frame: pd.DataFrame) -> str:
 
 def load_inputs(runs: pd.DataFrame, folder: Path, *, uri: str | None = None) -> ExplanationInputs | None:
     """Fetch the importance tables and SHAP files of runs whose `explain` evaluation produced them."""
-    from tasks.tracking import read
-
     if "evaluation.explain" not in runs:
         return None
     explained = runs[runs["evaluation.explain"].isin(["ok", "partial"])]
@@ -309,8 +308,6 @@ def compare_importance(base_runs: pd.DataFrame, cand_runs: pd.DataFrame, folder:
 
     None when either side has no explanations (suites without an `explain` block).
     """
-    import tempfile
-
     if base_runs.empty or cand_runs.empty:
         return None
     with tempfile.TemporaryDirectory() as downloads:

@@ -11,7 +11,8 @@ import math
 from typing import Any
 
 from tasks.report.build import REPORT_HTML, Report, without_images
-from tasks.report.compare import NightlyComparison, diagnostic_rows
+from tasks.report.compare_markdown import diagnostic_rows
+from tasks.report.compare_store import NightlyComparison
 
 
 def artifact_key(kind: str, suite: str) -> str:
@@ -133,7 +134,7 @@ def after_execution(execution_id: str, suite: str, *, compare_previous: bool) ->
     """The flow's closing step: report (folder, MLflow artifacts, Prefect artifacts), then for a
     nightly the regression diagnosis. Returns the Failed state the flow should end in, or None."""
     from tasks.report.build import report_execution
-    from tasks.report.compare import compare_with_previous_nightly
+    from tasks.report.compare_store import compare_with_previous_nightly
 
     publish_report(report_execution(execution_id), suite, execution_url(execution_id))
     if not compare_previous:

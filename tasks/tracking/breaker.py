@@ -15,7 +15,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.tracking import log, store
+from tasks.tracking import store
+from tasks.tracking.job_folder import folder_execution, mark_waiting
+from tasks.tracking.job_run import log_job_dir
 
 PROBE_EVERY_S = 5.0
 logger = logging.getLogger("automl_eval.tracking")
@@ -77,7 +79,7 @@ class ExecutionBreaker:
                 self._wait(job_dir, self.reason)
                 return None
         try:
-            return log.log_job_dir(job_dir).run_id
+            return log_job_dir(job_dir).run_id
         except Exception as exc:
             reason = describe(exc)
             with self._lock:
@@ -88,7 +90,7 @@ class ExecutionBreaker:
             return None
 
     def _wait(self, job_dir: Path, reason: str) -> None:
-        log.mark_waiting(job_dir, reason)
+        mark_waiting(job_dir, reason)
         self._last_reason = reason
         if job_dir not in self._waiting:
             self._waiting.append(job_dir)
@@ -126,11 +128,11 @@ class ExecutionBreaker:
                     return True
                 job_dir = self._waiting[0]
             try:
-                log.log_job_dir(job_dir)
+                log_job_dir(job_dir)
             except Exception as exc:
                 with self._lock:
                     self.reason = describe(exc)
-                log.mark_waiting(job_dir, self.reason)
+                mark_waiting(job_dir, self.reason)
                 return False
             with self._lock:
                 self._waiting.pop(0)
@@ -158,7 +160,7 @@ def breaker_for(execution_id: str, experiment_id: str) -> ExecutionBreaker:
 
 def record(job_dir: Path) -> str | None:
     """Record a finished job folder through its execution's breaker; the run id, or None if it waits."""
-    execution = log.folder_execution(job_dir)
+    execution = folder_execution(job_dir)
     return breaker_for(execution.execution_id, execution.experiment_id).record(job_dir)
 
 

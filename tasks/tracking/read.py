@@ -10,6 +10,7 @@ Columns are named by tasks.vocabulary: job tags and metrics under their own name
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -22,6 +23,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from tasks.errors import UserError
+from tasks.resources import SERIES_FILE
+from tasks.results import TRAINING_CURVE_FILE
+from tasks.tracking import store
 from tasks.vocabulary import JOB_TAGS
 
 PAGE_SIZE = 10_000  # fewer round trips to a tracking server; sqlite answers 5,000 runs in one page
@@ -31,17 +35,13 @@ EXECUTION_FILTER = "tags.execution_state LIKE '%'"
 
 def tracking_uri() -> str:
     """The same store the runs were written to (tasks.tracking.store decides)."""
-    from tasks.tracking import store
-
     return store.tracking_uri()
 
 
 def client(uri: str | None = None) -> MlflowClient:
     """The store's client; one per URI and process (opening a SQL store checks its schema, slowly)."""
     if uri is None:
-        from tasks.tracking import store
-
-        return store.client()
+            return store.client()
     return _client_for(uri)
 
 
@@ -204,11 +204,6 @@ def _no_progress_bars() -> Iterator[None]:
 def job_series(run_ids: list[str], *, uri: str | None = None) -> dict[str, dict[str, pd.DataFrame]]:
     """run id -> {artifact name: frame} for the time series each job run holds (resources.csv,
     training_curve.csv); runs recorded before they were saved hold none."""
-    import tempfile
-
-    from tasks.resources import SERIES_FILE
-    from tasks.results import TRAINING_CURVE_FILE
-
     mlflow_client = client(uri)
     series: dict[str, dict[str, pd.DataFrame]] = {}
     with tempfile.TemporaryDirectory(prefix="automl-eval-series-") as scratch:
@@ -239,8 +234,6 @@ def evaluation_tables(runs: pd.DataFrame, evaluation: str, file: str, *,
                       uri: str | None = None) -> pd.DataFrame:
     """One CSV an evaluation left on each job run (`evaluations/EVALUATION/FILE`), stacked, with the
     run's dataset, framework, fold and seed in front; runs without it are skipped."""
-    import tempfile
-
     status_tag = f"evaluation.{evaluation}"
     if runs.empty or status_tag not in runs:
         return pd.DataFrame()
@@ -265,8 +258,6 @@ def evaluation_tables(runs: pd.DataFrame, evaluation: str, file: str, *,
 def forecast_predictions(runs: pd.DataFrame, *, uri: str | None = None) -> pd.DataFrame:
     """The predictions.csv of every finished forecasting job run, stacked, with the run's dataset,
     framework, fold and seed in front (the report's forecast plots); empty when there are none."""
-    import tempfile
-
     if runs.empty or "problem_type" not in runs:
         return pd.DataFrame()
     status = runs["status"] if "status" in runs else pd.Series("", index=runs.index)
@@ -293,8 +284,6 @@ def set_tag(run_id: str, key: str, value: str, *, uri: str | None = None) -> Non
 def evaluation_artifacts(run_ids: list[str], evaluation: str, filename: str, folder: Path, *,
                          uri: str | None = None) -> dict[str, Path]:
     """Download `evaluations/EVALUATION/FILENAME` of each run that has it, into folder/RUN_ID/."""
-    import os
-
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file, otherwise
     mlflow_client = client(uri)
     found: dict[str, Path] = {}

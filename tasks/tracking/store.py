@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +28,9 @@ ARTIFACTS_DIR = "artifacts"
 # MLflow 3 opens an experiment on its GenAI traces page unless told it is a model-training one.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_TRAINING_KIND = "custom_model_development"
+# SQLite allows one writer at a time; jobs finish on several threads, so their logging takes turns.
+# It is short next to a job, and it keeps the thread-local active run of the pyfunc logging simple.
+write_lock = threading.Lock()
 UI_URL_ENV = "AUTOML_EVAL_MLFLOW_UI"
 EMBEDDED_UI_URL = "http://127.0.0.1:5000"  # where `make ui` serves the embedded store
 
@@ -168,8 +173,6 @@ def suite_runs_url(suite: str) -> str | None:
 
 
 if __name__ == "__main__":  # `make ui` prints where to click first
-    import sys
-
     suite_name = sys.argv[1] if len(sys.argv) > 1 else "smoke"
     link = suite_runs_url(suite_name)
     if link is None:

@@ -61,7 +61,7 @@ def test_params_changed_on_one_framework_are_the_main_factor_of_its_regression(
 
     uri = f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    from tasks.report.compare import compare_with_previous_nightly, resolve_execution
+    from tasks.report.compare_store import compare_with_previous_nightly, resolve_execution
 
     tonight = resolve_execution(f"{SUITE}@latest", uri=uri)
     nightly = compare_with_previous_nightly(tonight, uri=uri)

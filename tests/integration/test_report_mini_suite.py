@@ -36,7 +36,7 @@ def test_report_on_a_real_mini_suite(data_home, tmp_path: Path) -> None:  # noqa
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
     from tasks.report.build import report_execution
-    from tasks.report.compare import resolve_execution
+    from tasks.report.compare_store import resolve_execution
     from tasks.tracking import read
 
     execution_id = resolve_execution(f"{name}@latest", uri=uri)

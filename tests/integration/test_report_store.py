@@ -114,7 +114,7 @@ def test_compare_prints_the_diagnostic_table(store: dict[str, str], capsys, monk
 def test_nightly_hook_compares_with_the_previous_successful_execution(store: dict[str, str]) -> None:
     from mlflow import MlflowClient
 
-    from tasks.report.compare import compare_with_previous_nightly
+    from tasks.report.compare_store import compare_with_previous_nightly
 
     nightly = compare_with_previous_nightly(store["tonight"], uri=store["uri"])
     assert nightly.baseline_id == store["last_night"]

@@ -37,7 +37,7 @@ def _mlflow_status(team: Team, auth: tuple[str, str] | None) -> int:
 
 
 def test_mlflow_server_refuses_requests_without_credentials(team: Team) -> None:
-    from flows.team_stack import WORKERS_PASSWORD_ENV, WORKERS_USER
+    from ops.team_stack import WORKERS_PASSWORD_ENV, WORKERS_USER
 
     assert _mlflow_status(team, None) == 401
     assert _mlflow_status(team, (WORKERS_USER, "not-the-password")) == 401
@@ -54,7 +54,7 @@ def test_no_secret_reaches_the_logs(team: Team) -> None:
 def _prefect_settings(team: Team, auth: str | None = "ours") -> Any:
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    from flows.team_stack import PREFECT_AUTH_ENV
+    from ops.team_stack import PREFECT_AUTH_ENV
 
     value = team.creds[PREFECT_AUTH_ENV] if auth == "ours" else auth
     return temporary_settings({PREFECT_API_URL: team.settings.prefect_api_url,
@@ -101,7 +101,7 @@ def _websocket_answer(team: Team, path: str, token: str | None, *, subprotocol: 
 
 
 def test_prefect_server_refuses_requests_without_its_credential(team: Team) -> None:
-    from flows.team_stack import PREFECT_AUTH_ENV
+    from ops.team_stack import PREFECT_AUTH_ENV
 
     ours = team.creds[PREFECT_AUTH_ENV]
     assert _prefect_status(team, "POST", "/deployments/filter", {"limit": 5}, None) == 401
@@ -193,7 +193,7 @@ def _holder_to_kill(team: Team, suite: subprocess.Popen[str]) -> str:
 
 
 def test_killed_worker_jobs_are_failed_then_retried_and_recorded_once(team: Team) -> None:
-    from flows import team_stack
+    from ops import team_stack
 
     hold = team.home / "hold"  # the flaky jobs wait in their fit while it exists
     hold.touch()
@@ -254,7 +254,7 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
     from flows.team_dispatch import TeamDispatcher, choose_dispatcher
     from tasks.plan import make_jobs
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec
-    from tasks.tracking import log as tracking
+    from tasks.tracking.execution import start_execution
 
     spec = load_dataset_spec("breast_cancer")
     version = data_version(spec)
@@ -269,7 +269,7 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
                              # The jobs' parameters go where the workers read them.
                              PREFECT_LOCAL_STORAGE_PATH: team.env["PREFECT_LOCAL_STORAGE_PATH"],
                              PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW: "ignore"}):
-        execution = tracking.start_execution("team_gpu", team="qa")
+        execution = start_execution("team_gpu", team="qa")
         contexts = {job.key: JobContext(execution=execution.__dict__, problem_type="binary", metric="auc")
                     for job in cpu_jobs + gpu_jobs}
         dispatcher = choose_dispatcher()  # AUTOML_EVAL_MODE=team, as the stack's clients have it

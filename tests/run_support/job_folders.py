@@ -13,7 +13,8 @@ from tasks.frameworks.registry import write_model_identity
 from tasks.plan import Job
 from tasks.results import INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE, JobResult
 from tasks.specs import Budget
-from tasks.tracking import log as tracking
+from tasks.tracking.execution import Execution
+from tasks.tracking.job_folder import mark_result_final, write_pending
 
 BUDGET = Budget(name="test", time_s=5, cores=1, memory_mb=1024)
 # The job's own times as the harness writes them (a 42.5 s job, long before it is logged); each
@@ -62,9 +63,9 @@ def write_job_folder(job_dir: Path, job: Job, status: str = "ok") -> JobResult:
     return result
 
 
-def finished_job_folder(job_dir: Path, execution: tracking.Execution, job: Job, status: str = "ok") -> Path:
+def finished_job_folder(job_dir: Path, execution: Execution, job: Job, status: str = "ok") -> Path:
     """A job folder as the dispatcher leaves it once the harness saved the final result."""
-    tracking.write_pending(job_dir, execution, job, problem_type="binary", metric="auc")
+    write_pending(job_dir, execution, job, problem_type="binary", metric="auc")
     write_job_folder(job_dir, job, status)
-    tracking.mark_result_final(job_dir)
+    mark_result_final(job_dir)
     return job_dir

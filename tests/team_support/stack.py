@@ -42,7 +42,7 @@ def postgres_up() -> bool:
 
 @dataclass
 class Team:
-    settings: Any  # flows.team_stack.StackSettings
+    settings: Any  # ops.team_stack.StackSettings
     home: Path
     creds: dict[str, str]
     env: dict[str, str]  # what a client process needs: Prefect, MLflow (workers' account), team mode
@@ -69,7 +69,7 @@ class Team:
 @contextmanager
 def running_team(built_catalog: Path, home: Path) -> Iterator[Team]:
     """The stack with its deployments, in a scratch project at `home`; stopped and dropped after."""
-    from flows import team_stack
+    from ops import team_stack
 
     # A scratch project: the real cards, budgets and code, plus the test suite; runs stay in it.
     shutil.copytree(PROJECT_ROOT / "specs", home / "specs")

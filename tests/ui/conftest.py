@@ -71,7 +71,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
 
 
 def _free_port() -> int:
-    from flows.team_stack import free_port
+    from ops.team_stack import free_port
 
     return free_port()
 

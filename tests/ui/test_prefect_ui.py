@@ -17,7 +17,7 @@ def _prefect_settings(team: Team) -> Any:
     """Client settings for the team's Prefect server, which refuses requests without its credential."""
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    from flows.team_stack import PREFECT_AUTH_ENV
+    from ops.team_stack import PREFECT_AUTH_ENV
 
     return temporary_settings({PREFECT_API_URL: team.settings.prefect_api_url,
                                PREFECT_API_AUTH_STRING: team.creds[PREFECT_AUTH_ENV]})
@@ -29,7 +29,7 @@ def _open(page: Any, team: Team, path: str) -> None:
     import base64
     import json
 
-    from flows.team_stack import PREFECT_AUTH_ENV
+    from ops.team_stack import PREFECT_AUTH_ENV
 
     stored = base64.b64encode(team.creds[PREFECT_AUTH_ENV].encode()).decode()
     page.context.add_init_script(f"window.localStorage.setItem('prefect-password', {json.dumps(stored)});")

@@ -121,16 +121,19 @@ def test_evaluation_names_reach_the_vocabulary(project: dict[str, DatasetSpec]) 
 
 def test_tracking_records_the_outcome_and_reads_it_back(project: dict[str, DatasetSpec], tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks.tracking import log as tracking
     from tasks.tracking import store
+    from tasks.tracking.execution import start_execution
+    from tasks.tracking.job_folder import mark_result_final, write_pending
+    from tasks.tracking.job_run import log_job_dir
+    from tasks.tracking.recorded import recorded_results
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     job, spec, job_dir, result = _finished_job(project, tmp_path)
     run_evaluations(job, spec, job_dir, result, {"probe": {"enabled": True}})
-    execution = tracking.start_execution("stage")
-    tracking.write_pending(job_dir, execution, job, problem_type="binary", metric="auc")
-    tracking.mark_result_final(job_dir)
-    logged = tracking.log_job_dir(job_dir)
+    execution = start_execution("stage")
+    write_pending(job_dir, execution, job, problem_type="binary", metric="auc")
+    mark_result_final(job_dir)
+    logged = log_job_dir(job_dir)
 
     run = store.client().get_run(logged.run_id)
     assert run.data.tags["evaluation.probe"] == "ok"
@@ -138,5 +141,5 @@ def test_tracking_records_the_outcome_and_reads_it_back(project: dict[str, Datas
     assert run.data.metrics["eval_probe_s"] > 0
     artifacts = {item.path for item in store.client().list_artifacts(logged.run_id, "evaluations/probe")}
     assert artifacts == {"evaluations/probe/result.json", "evaluations/probe/rows.txt"}
-    recorded = tracking.recorded_results(execution.execution_id)[job.key].evaluations["probe"]
+    recorded = recorded_results(execution.execution_id)[job.key].evaluations["probe"]
     assert recorded["status"] == "ok" and set(recorded["metrics"]) == {"probe_result"}

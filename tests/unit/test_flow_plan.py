@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from flows.benchmark import Record, leaderboard, resolve_plan, summary_markdown
+from flows.benchmark import (
+    Record,
+    best_frameworks,
+    leaderboard_rows,
+    resolve_plan,
+    summary_markdown,
+    table_row,
+)
 from flows.dispatch import max_parallel_jobs
 from tasks.errors import UserError
 from tasks.frameworks.registry import all_adapters
@@ -115,16 +122,22 @@ def _record(dataset: str, framework: str, fold: int, status: str, result: float 
 
 
 def test_leaderboard_ranks_by_mean_result_and_counts_failures() -> None:
-    rows = leaderboard([
+    """The run's leaderboard is the report's (tasks/report/leaderboard.py), shown as the CLI prints it."""
+    rows = leaderboard_rows([
         _record("d", "a", 0, "ok", 0.8), _record("d", "a", 1, "ok", 0.6),
         _record("d", "b", 0, "ok", 0.9), _record("d", "b", 1, "timeout", None),
         _record("d", "c", 0, "failed", None),
     ])
-    assert [row.framework for row in rows] == ["b", "a", "c"]
+    assert [row["framework"] for row in rows] == ["b", "a", "c"]
     a = rows[1]
-    assert a.result_mean == pytest.approx(0.7) and a.result_std == pytest.approx(0.1414, abs=1e-3)
-    assert rows[0].failures == 1 and rows[0].failure_statuses == ["timeout"]
-    assert rows[2].result_mean is None and rows[2].as_table_row()["result"] == ""
+    assert a["result_mean"] == pytest.approx(0.7) and a["result_std"] == pytest.approx(0.1414, abs=1e-3)
+    cells = [table_row(row) for row in rows]
+    assert cells[0]["failures"] == "1 (timeout)" and cells[1]["failures"] == "0"
+    assert cells[1]["result"] == "0.7000" and cells[1]["± std"] == "0.1414" and cells[1]["fit_s"] == "1.0"
+    assert rows[2]["result_mean"] is None and cells[2]["result"] == ""
+    assert cells[2]["failures"] == "1 (failed)"
+    assert best_frameworks(rows) == {"d": "b"}
+    assert leaderboard_rows([]) == []
     markdown = summary_markdown("s", "e1", rows, {"ok": 3, "failed": 1}, {"x": "too few rows"})
     assert "| d | b |" in markdown and "**x**: too few rows" in markdown
 
@@ -138,14 +151,14 @@ def test_h2o_without_java_is_one_sentence(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_retry_or_resume_needs_an_execution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from flows.benchmark import check_execution_choice
-    from tasks.tracking import log as tracking
+    from tasks.tracking.execution import start_execution
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     with pytest.raises(UserError, match="no execution to retry"):
         check_execution_choice("smoke", retry_failed=True)
     with pytest.raises(UserError, match="no execution 'nope' of suite 'smoke'"):
         check_execution_choice("smoke", "nope")
-    execution = tracking.start_execution("smoke")
+    execution = start_execution("smoke")
     check_execution_choice("smoke", retry_failed=True)
     check_execution_choice("smoke", execution.execution_id)
     with pytest.raises(UserError, match="of suite 'nightly'"):

@@ -13,7 +13,9 @@ if str(ROOT) not in sys.path:  # bench/ holds the synthetic-run helper; it is no
     sys.path.insert(0, str(ROOT))
 
 from bench.synthetic_runs import SyntheticSuite, synthetic_jobs  # noqa: E402
-from tasks.report.compare import compare, diagnostic_rows, markdown, shapley  # noqa: E402
+from tasks.report.compare import compare  # noqa: E402
+from tasks.report.compare_attribution import shapley  # noqa: E402
+from tasks.report.compare_markdown import diagnostic_rows, markdown  # noqa: E402
 
 CELL = ("ds00_binary", "hgb")
 FIVE_POINTS = 0.05 / 0.45  # the synthetic AUC is 0.5 + 0.45 * quality
@@ -153,7 +155,7 @@ def test_series_place_a_slower_fit_in_the_fitting_phase_and_the_page_plots_them(
     plots the aligned series of that regression."""
     from test_report_series import _job
 
-    from tasks.report.compare import write_folder
+    from tasks.report.compare_markdown import write_folder
     from tasks.resources import SERIES_FILE
 
     base, cand = _runs((0, 1, 2)), _runs((0, 1, 2))

@@ -6,7 +6,8 @@ import re
 
 import pandas as pd
 
-from tasks.report.compare import TABLE_COLUMNS, Comparison, NightlyComparison
+from tasks.report.compare import TABLE_COLUMNS, Comparison
+from tasks.report.compare_store import NightlyComparison
 from tasks.report.publish import artifact_key, regression_state
 
 

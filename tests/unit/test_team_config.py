@@ -80,7 +80,7 @@ def test_team_mode_without_a_prefect_server_is_one_clear_error(monkeypatch: pyte
 
 def test_stack_secrets_come_from_the_environment_or_a_private_file(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows import team_stack
+    from ops import team_stack
 
     settings = team_stack.StackSettings(state_dir=tmp_path / ".team")
     for name in (team_stack.ADMIN_PASSWORD_ENV, team_stack.WORKERS_PASSWORD_ENV, team_stack.FLASK_SECRET_ENV,

@@ -15,8 +15,26 @@ from run_support.job_folders import finished_job_folder, make_job, write_job_fol
 
 from tasks.plan import Job
 from tasks.results import PREDICTIONS_FILE, JobResult
-from tasks.tracking import log as tracking
 from tasks.tracking import store
+from tasks.tracking.execution import (
+    Execution,
+    execution_selection,
+    finish_execution,
+    latest_execution,
+    log_alignment_reports,
+    mark_unfinished,
+    open_execution,
+    start_execution,
+)
+from tasks.tracking.job_folder import pending_job_dirs, waiting_reason, write_pending
+from tasks.tracking.job_run import PYFUNC_NAME, LoggedJob, log_job_dir, sync_pending
+from tasks.tracking.recorded import (
+    RecordedJob,
+    finished_job_keys,
+    recorded_jobs,
+    recorded_results,
+    retryable_job_keys,
+)
 from tasks.vocabulary import (
     ALIGNMENT_METRICS,
     COST_METRICS,
@@ -35,8 +53,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def log(execution: tracking.Execution, job: Job, job_dir: Path) -> tracking.LoggedJob:
-    return tracking.log_job_dir(finished_job_folder(job_dir, execution, job))
+def log(execution: Execution, job: Job, job_dir: Path) -> LoggedJob:
+    return log_job_dir(finished_job_folder(job_dir, execution, job))
 
 
 def test_embedded_store_is_under_the_project_root(home: Path) -> None:
@@ -51,7 +69,7 @@ def test_tracking_uri_from_environment_wins(home: Path, monkeypatch: pytest.Monk
 
 
 def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: Path) -> None:
-    execution = tracking.start_execution("unit", team="ml", selection={"folds": 1}, budget="test")
+    execution = start_execution("unit", team="ml", selection={"folds": 1}, budget="test")
     job = make_job()
     job_dir = home / "runs" / job.key
     logged = log(execution, job, job_dir)
@@ -68,7 +86,7 @@ def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: 
     artifacts = {item.path for item in store.client().list_artifacts(logged.run_id)}
     assert PREDICTIONS_FILE in artifacts
 
-    model = mlflow.pyfunc.load_model(f"runs:/{logged.run_id}/{tracking.PYFUNC_NAME}")
+    model = mlflow.pyfunc.load_model(f"runs:/{logged.run_id}/{PYFUNC_NAME}")
     X = pd.DataFrame({"a": np.arange(12.0)})
     recorded = pd.read_csv(job_dir / PREDICTIONS_FILE)
     reloaded = model.predict(X)
@@ -77,7 +95,7 @@ def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: 
     np.testing.assert_allclose(reloaded[["proba_no", "proba_yes"]], recorded[["proba_no", "proba_yes"]])
 
     written = JobResult.load(job_dir)
-    [(key, read_back)] = tracking.recorded_results(execution.execution_id).items()
+    [(key, read_back)] = recorded_results(execution.execution_id).items()
     assert key == job.key and read_back.status == "ok"
     assert read_back.scores == written.scores and read_back.costs == written.costs
 
@@ -85,62 +103,62 @@ def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: 
     assert set(parent.data.tags) >= set(EXECUTION_TAGS) - {"data_gate_failures", "data_gate_accepted",
                                                            "best.DATASET"}
     assert parent.data.tags["trigger"] == "cli"  # nightly and manual deployments say so
-    nightly = tracking.start_execution("unit", trigger="nightly")
+    nightly = start_execution("unit", trigger="nightly")
     assert store.client().get_run(nightly.execution_id).data.tags["trigger"] == "nightly"
-    assert tracking.execution_selection(execution.execution_id) == {"folds": 1}
+    assert execution_selection(execution.execution_id) == {"folds": 1}
 
 
 def test_a_finished_job_key_is_recorded_once(home: Path) -> None:
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     job = make_job()
     first = log(execution, job, home / "runs" / "a")
     again = log(execution, job, home / "runs" / "b")
     assert again.already_recorded and again.run_id == first.run_id
-    assert list(tracking.recorded_jobs(execution.execution_id)) == [job.key]
+    assert list(recorded_jobs(execution.execution_id)) == [job.key]
 
 
 def test_a_failed_record_is_replaced_not_duplicated(home: Path) -> None:
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     job = make_job()
     job_dir = finished_job_folder(home / "runs" / job.key, execution, job, status="failed")
-    failed = tracking.log_job_dir(job_dir)
-    assert tracking.retryable_job_keys(execution.execution_id) == {job.key}
+    failed = log_job_dir(job_dir)
+    assert retryable_job_keys(execution.execution_id) == {job.key}
     assert store.client().get_run(failed.run_id).data.tags["error"] == "RuntimeError: boom"
 
     retried = log(execution, job, job_dir)
-    recorded = tracking.recorded_jobs(execution.execution_id)
-    assert recorded == {job.key: tracking.RecordedJob(retried.run_id, "ok")}
+    recorded = recorded_jobs(execution.execution_id)
+    assert recorded == {job.key: RecordedJob(retried.run_id, "ok")}
     assert store.client().get_run(failed.run_id).info.lifecycle_stage == "deleted"
 
 
 def test_unlogged_job_folders_are_synced_later(home: Path) -> None:
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     jobs = [make_job(fold) for fold in range(2)]
     for job in jobs:
         finished_job_folder(home / "runs" / "unit" / job.key, execution, job)
     still_running = home / "runs" / "unit" / "still-running"
-    tracking.write_pending(still_running, execution, make_job(5), problem_type="binary", metric="auc")
+    write_pending(still_running, execution, make_job(5), problem_type="binary", metric="auc")
     cut_short = home / "runs" / "unit" / "cut-short"  # the worker's own result, never scored
-    tracking.write_pending(cut_short, execution, make_job(6), problem_type="binary", metric="auc")
+    write_pending(cut_short, execution, make_job(6), problem_type="binary", metric="auc")
     write_job_folder(cut_short, make_job(6))
 
-    assert len(tracking.pending_job_dirs()) == 2  # only finished, final results are pending
-    synced = tracking.sync_pending()
+    assert len(pending_job_dirs()) == 2  # only finished, final results are pending
+    synced = sync_pending()
     assert len(synced) == 2
-    assert tracking.pending_job_dirs() == []
-    assert set(tracking.finished_job_keys(execution.execution_id)) == {job.key for job in jobs}
+    assert pending_job_dirs() == []
+    assert set(finished_job_keys(execution.execution_id)) == {job.key for job in jobs}
 
 
 def test_latest_unfinished_execution(home: Path) -> None:
-    assert tracking.latest_execution("unit") is None
-    first = tracking.start_execution("unit")
-    tracking.finish_execution(first, summary_markdown="# done\n", data_gate_failures={"toy": "bad rows"})
-    assert tracking.latest_execution("unit", unfinished_only=True) is None
-    assert tracking.latest_execution("unit") == first.execution_id
-    second = tracking.start_execution("unit")
-    tracking.mark_unfinished(second)
-    assert tracking.latest_execution("unit", unfinished_only=True) == second.execution_id
-    reopened = tracking.open_execution(second.execution_id)
+    assert latest_execution("unit") is None
+    first = start_execution("unit")
+    finish_execution(first, summary_markdown="# done\n", data_gate_failures={"toy": "bad rows"})
+    assert latest_execution("unit", unfinished_only=True) is None
+    assert latest_execution("unit") == first.execution_id
+    second = start_execution("unit")
+    mark_unfinished(second)
+    assert latest_execution("unit", unfinished_only=True) == second.execution_id
+    reopened = open_execution(second.execution_id)
     assert reopened.execution_id == second.execution_id
     tags = store.client().get_run(first.execution_id).data.tags
     assert tags["execution_state"] == "finished" and tags["data_gate_failures"] == "toy: bad rows"
@@ -151,18 +169,18 @@ def test_an_unreachable_tracking_server_loses_nothing(home: Path, monkeypatch: p
 
     for name in store.HTTP_SETTINGS:  # MLflow's defaults as a user has them: the harness bounds them
         monkeypatch.delenv(name, raising=False)
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     job = make_job()
     job_dir = finished_job_folder(home / "runs" / "unit" / job.key, execution, job)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens there
     with pytest.raises(Exception):  # noqa: B017 - whatever the HTTP client raises
-        tracking.log_job_dir(job_dir)
-    assert tracking.pending_job_dirs() == [job_dir]  # the result waits on disk
+        log_job_dir(job_dir)
+    assert pending_job_dirs() == [job_dir]  # the result waits on disk
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the store is back
     sync_command()
-    assert tracking.pending_job_dirs() == []
-    assert set(tracking.recorded_jobs(execution.execution_id)) == {job.key}
+    assert pending_job_dirs() == []
+    assert set(recorded_jobs(execution.execution_id)) == {job.key}
 
 
 def test_the_breaker_sends_results_to_disk_at_once_then_logs_them_in_order(
@@ -174,7 +192,7 @@ def test_the_breaker_sends_results_to_disk_at_once_then_logs_them_in_order(
 
     for name in store.HTTP_SETTINGS:
         monkeypatch.delenv(name, raising=False)
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     folders = [finished_job_folder(home / "runs" / "unit" / f"job{fold}", execution, make_job(fold=fold))
                for fold in range(3)]
     breaker = ExecutionBreaker(execution.execution_id, execution.experiment_id, probe_every_s=0.2)
@@ -184,15 +202,15 @@ def test_the_breaker_sends_results_to_disk_at_once_then_logs_them_in_order(
     started = time.perf_counter()
     assert breaker.record(folders[1]) is None and breaker.record(folders[2]) is None
     assert time.perf_counter() - started < 1  # later results go straight to disk
-    assert tracking.pending_job_dirs() == folders
-    assert all("unreachable" in tracking.waiting_reason(folder) for folder in folders)
+    assert pending_job_dirs() == folders
+    assert all("unreachable" in waiting_reason(folder) for folder in folders)
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the store answers again: the probe drains
     deadline = time.monotonic() + 60
     while breaker.is_open and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not breaker.is_open and breaker.settle().count == 0
-    assert tracking.pending_job_dirs() == []
+    assert pending_job_dirs() == []
     runs = store.client().search_runs([execution.experiment_id], "tags.job_key LIKE '%'",
                                       order_by=["attributes.start_time ASC"])
     assert [run.data.tags["fold"] for run in runs] == ["0", "1", "2"]  # in the order the jobs finished
@@ -206,7 +224,7 @@ def test_multimodal_job_runs_carry_alignment_figures_and_the_parent_its_report(
     home = data_home("basic_motions")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     shutil.copy(built_catalog / "basic_motions.alignment.json", home / "datasets")
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     job = dataclasses.replace(make_job(), dataset="basic_motions[acc]")
     run = store.client().get_run(log(execution, job, home / "runs" / job.key).run_id)
     figures = alignment_metrics("basic_motions[acc]")
@@ -219,7 +237,7 @@ def test_multimodal_job_runs_carry_alignment_figures_and_the_parent_its_report(
     assert not any(name.startswith("align_") for name in toy.data.metrics)  # a card-less dataset
 
     datasets = ["basic_motions[acc]", "basic_motions[gyro]", "toy"]
-    assert tracking.log_alignment_reports(execution, datasets) == ["datasets/basic_motions.alignment.json"]
+    assert log_alignment_reports(execution, datasets) == ["datasets/basic_motions.alignment.json"]
     artifacts = {item.path for item in store.client().list_artifacts(execution.execution_id, "datasets")}
     assert artifacts == {"datasets/basic_motions.alignment.json"}
 
@@ -229,7 +247,7 @@ def test_a_jobs_series_are_logged_as_artifacts_and_step_metrics_and_read_back(ho
     from tasks.results import TRAINING_CURVE_FILE
     from tasks.tracking import read
 
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     job = make_job()
     job_dir = home / "runs" / job.key
     finished_job_folder(job_dir, execution, job)
@@ -240,7 +258,7 @@ def test_a_jobs_series_are_logged_as_artifacts_and_step_metrics_and_read_back(ho
     curve = pd.DataFrame({"step": [10, 20, 30], "elapsed_s": [1.0, 2.0, 3.0],
                           "validation_loss": [0.9, 0.7, 0.6]})
     curve.to_csv(job_dir / TRAINING_CURVE_FILE, index=False)
-    logged = tracking.log_job_dir(job_dir)
+    logged = log_job_dir(job_dir)
 
     client = store.client()
     artifacts = {item.path for item in client.list_artifacts(logged.run_id)}

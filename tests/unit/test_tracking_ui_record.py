@@ -11,9 +11,10 @@ import pytest
 from run_support.job_folders import ENDED_UTC, STARTED_UTC, finished_job_folder, make_job
 
 from tasks.plan import Job
-from tasks.tracking import log as tracking
 from tasks.tracking import store
+from tasks.tracking.execution import execution_selection, finish_execution, start_execution
 from tasks.tracking.inputs import SOURCE_TYPE, dataset_input
+from tasks.tracking.job_run import job_run_name, log_job_dir, unix_ms
 from tasks.vocabulary import EXECUTION_METRICS
 
 
@@ -27,20 +28,20 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_run_names_lead_with_the_framework() -> None:
     job = make_job(fold=1)
-    assert tracking.job_run_name(job) == "constant · toy · f1 s0"
+    assert job_run_name(job) == "constant · toy · f1 s0"
     variant = Job("unit", "breast_cancer", "v", "autogluon", "best", 0, 3, job.budget)
-    assert tracking.job_run_name(variant) == "autogluon:best · breast_cancer · f0 s3"
+    assert job_run_name(variant) == "autogluon:best · breast_cancer · f0 s3"
 
 
 def test_a_job_run_has_its_name_times_dataset_input_and_model_schema(home: Path) -> None:
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     job = make_job()
-    logged = tracking.log_job_dir(finished_job_folder(home / "runs" / job.key, execution, job))
+    logged = log_job_dir(finished_job_folder(home / "runs" / job.key, execution, job))
     run = store.client().get_run(logged.run_id)
 
     assert run.info.run_name == "constant · toy · f0 s0"
-    assert run.info.start_time == tracking.unix_ms(STARTED_UTC)
-    assert run.info.end_time == tracking.unix_ms(ENDED_UTC)
+    assert run.info.start_time == unix_ms(STARTED_UTC)
+    assert run.info.end_time == unix_ms(ENDED_UTC)
     assert run.info.end_time - run.info.start_time == 42_500  # MLflow's Duration is the job's
 
     [data_input] = run.inputs.dataset_inputs
@@ -65,12 +66,12 @@ def test_a_skipped_job_without_data_has_no_dataset_input() -> None:
 
 
 def test_experiments_open_as_model_training_not_genai(home: Path) -> None:
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     experiment = store.client().get_experiment(execution.experiment_id)
     assert experiment.tags[store.EXPERIMENT_KIND_TAG] == store.MODEL_TRAINING_KIND
     # An experiment made before the tag existed gets it on its next execution.
     store.client().delete_experiment_tag(execution.experiment_id, store.EXPERIMENT_KIND_TAG)
-    tracking.start_execution("unit")
+    start_execution("unit")
     experiment = store.client().get_experiment(execution.experiment_id)
     assert experiment.tags[store.EXPERIMENT_KIND_TAG] == store.MODEL_TRAINING_KIND
 
@@ -78,29 +79,29 @@ def test_experiments_open_as_model_training_not_genai(home: Path) -> None:
 def test_the_selection_is_plain_params_and_reads_back_for_a_resume(home: Path) -> None:
     selection = {"datasets": ["breast_cancer", "penguins"], "folds": 2, "budget": "smoke",
                  "frameworks": [{"name": "constant"}, {"name": "hgb", "variant": "fast"}]}
-    execution = tracking.start_execution("unit", selection=selection)
+    execution = start_execution("unit", selection=selection)
     params = store.client().get_run(execution.execution_id).data.params
     assert params == {"datasets": "breast_cancer, penguins", "folds": "2", "budget": "smoke",
                       "frameworks": "constant, hgb:fast"}
-    assert tracking.execution_selection(execution.execution_id) == selection
+    assert execution_selection(execution.execution_id) == selection
 
     with_params = {"frameworks": [{"name": "rf", "params": {"n_estimators": 50}}], "folds": 1}
-    execution = tracking.start_execution("unit", selection=with_params)
-    assert tracking.execution_selection(execution.execution_id) == with_params
+    execution = start_execution("unit", selection=with_params)
+    assert execution_selection(execution.execution_id) == with_params
 
 
 def test_an_older_execution_with_json_params_still_resumes(home: Path) -> None:
-    execution = tracking.start_execution("unit")
+    execution = start_execution("unit")
     store.client().log_batch(execution.execution_id, params=[
         mlflow.entities.Param("budget", '"smoke"'), mlflow.entities.Param("folds", "2"),
         mlflow.entities.Param("frameworks", '[{"name": "constant"}]')])
-    assert tracking.execution_selection(execution.execution_id) == {
+    assert execution_selection(execution.execution_id) == {
         "budget": "smoke", "folds": 2, "frameworks": [{"name": "constant"}]}
 
 
 def test_a_finished_execution_carries_its_key_numbers(home: Path) -> None:
-    execution = tracking.start_execution("unit")
-    tracking.finish_execution(execution, counts={"ok": 4, "failed": 1, "timeout": 1, "skipped": 2},
+    execution = start_execution("unit")
+    finish_execution(execution, counts={"ok": 4, "failed": 1, "timeout": 1, "skipped": 2},
                               best={"breast_cancer": "autogluon", "wage": "hgb"})
     run = store.client().get_run(execution.execution_id)
     assert set(EXECUTION_METRICS) <= set(run.data.metrics)

@@ -30,8 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+import psycopg2
+
 from tasks import paths
 from tasks.errors import UserError
+from tasks.gpus import visible_gpu_count
 
 CPU_POOL = "cpu"
 GPU_POOL = "gpu"
@@ -106,8 +110,6 @@ class StackSettings:
 def default_settings() -> StackSettings:
     """What `make team-up` starts: two cpu workers sharing the cores, and a gpu worker where this
     host has GPUs."""
-    from tasks.gpus import visible_gpu_count
-
     gpus = int(os.environ.get("AUTOML_EVAL_GPUS", visible_gpu_count()))
     cores = os.cpu_count() or 1
     share = max(1, cores // 2)
@@ -195,8 +197,6 @@ def write_client_env(settings: StackSettings, creds: dict[str, str]) -> Path:
 
 def ensure_databases(settings: StackSettings) -> None:
     """Create the stack's databases if missing (PostgreSQL must be up; the error says how)."""
-    import psycopg2
-
     try:
         connection = psycopg2.connect(f"{settings.pg_url}/postgres", connect_timeout=5)
     except psycopg2.OperationalError as exc:
@@ -216,8 +216,6 @@ def ensure_databases(settings: StackSettings) -> None:
 
 
 def drop_databases(settings: StackSettings) -> None:
-    import psycopg2
-
     connection = psycopg2.connect(f"{settings.pg_url}/postgres", connect_timeout=5)
     connection.autocommit = True
     try:
@@ -260,7 +258,7 @@ def _base_env() -> dict[str, str]:
 def _wait_http(url: str, pid: int, what: str, settings: StackSettings, timeout_s: float = 180) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not is_alive(pid):
             raise UserError(f"{what} stopped while starting; see {settings.logs_dir / (what + '.log')}.")
         try:
             with urllib.request.urlopen(url, timeout=3) as response:
@@ -272,7 +270,7 @@ def _wait_http(url: str, pid: int, what: str, settings: StackSettings, timeout_s
     raise UserError(f"{what} did not answer on {url} within {timeout_s:.0f} s; see {settings.logs_dir}.")
 
 
-def _alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -399,6 +397,7 @@ def ensure_workers_user(settings: StackSettings, creds: dict[str, str]) -> None:
 def ensure_pools_and_limits(api_url: str, gpus: int, auth_string: str | None = None) -> None:
     """Work pools `cpu` and `gpu` (process type) and the GPU concurrency limit, idempotently.
     `auth_string`: the server's, where this process's settings do not carry it."""
+    # Prefect takes seconds to import; the CLI loads this module for every command, not only deploy.
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import (
         GlobalConcurrencyLimitCreate,
@@ -457,7 +456,7 @@ def _save_state(settings: StackSettings, pids: dict[str, int]) -> StackState:
 def up(settings: StackSettings) -> StackState:
     """Start the stack (servers first, then workers); stop what started if anything fails."""
     existing = read_state(settings.state_dir)
-    if existing and any(_alive(pid) for pid in existing.pids.values()):
+    if existing and any(is_alive(pid) for pid in existing.pids.values()):
         raise UserError(f"a team stack is already running from {settings.state_dir} "
                         f"(Prefect {existing.prefect_ui}); stop it first with `make team-down`.")
     settings.state_dir.mkdir(parents=True, exist_ok=True)
@@ -484,8 +483,6 @@ def up(settings: StackSettings) -> StackState:
 
 def _tree(pid: int) -> list[Any]:
     """The process and every descendant (a worker's flow runs sit in sessions of their own)."""
-    import psutil
-
     try:
         root = psutil.Process(pid)
         if os.getpgid(pid) != pid:  # not the session leader we started: the pid was reused
@@ -498,8 +495,6 @@ def _tree(pid: int) -> list[Any]:
 def _stop_pids(pids: dict[str, int], grace_s: float = 15, *, force: bool = False) -> list[str]:
     """Stop each process we started with its whole tree: SIGTERM (SIGKILL when `force`), then
     SIGKILL whatever is left after the grace period."""
-    import psutil
-
     stopped, everything = [], []
     for name, pid in pids.items():
         tree = _tree(pid)

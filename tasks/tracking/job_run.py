@@ -1,0 +1,332 @@
+"""A job's record: one child run of its execution per job, logged once from its job folder.
+
+Everything is logged after the job, from what the folder holds (result.json, predictions.csv,
+model/, evaluation results, series): tags and params say what ran, metrics what it scored and cost,
+and the model is logged as the run's pyfunc model (tasks/tracking/pyfunc.py wraps it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.entities import Metric, Param, RunTag
+
+from tasks.align import alignment_metrics
+from tasks.errors import UserError
+from tasks.evaluations.stage import evaluation_folder
+from tasks.plan import Job
+from tasks.resources import SERIES_FILE, SERIES_TIME
+from tasks.results import (
+    INPUT_EXAMPLE_FILE,
+    MODEL_DIR,
+    PREDICTIONS_FILE,
+    TRAINING_CURVE_FILE,
+    JobResult,
+)
+from tasks.tracking import store
+from tasks.tracking.execution import (
+    MAX_TAG_CHARS,
+    Execution,
+    app_version,
+    apply_deferred_finishes,
+    git_sha,
+    resolve_execution,
+)
+from tasks.tracking.inputs import dataset_input
+from tasks.tracking.job_folder import mark_logged, pending_job_dirs, read_record
+from tasks.tracking.pyfunc import AdapterPyfunc, model_code_paths, requirements, signature_and_example
+from tasks.tracking.recorded import runs_of_job
+from tasks.tracking.suite_lock import running_elsewhere
+from tasks.vocabulary import FINISHED_STATUSES, SERIES_METRICS, SERIES_STEPS, evaluation_wall_metric
+
+PYFUNC_NAME = "model"  # the pyfunc model's name inside a job run
+_BATCH = 100  # MLflow's limit of params or tags per log_batch call
+
+logger = logging.getLogger("automl_eval.tracking")
+
+
+@dataclass(frozen=True)
+class LoggedJob:
+    run_id: str
+    log_s: float  # time spent writing the record, for the benchmark
+    already_recorded: bool = False
+
+
+def job_run_name(job: Job) -> str:
+    """Framework first: within a suite's experiment the framework is what differs from row to row,
+    and MLflow's narrow name column shows the start of the name."""
+    return f"{job.framework_id} · {job.dataset} · f{job.fold} s{job.seed}"
+
+
+def unix_ms(stamp: str) -> int | None:
+    """An ISO time (result.json's started_utc/ended_utc) as MLflow's epoch milliseconds."""
+    try:
+        return int(datetime.fromisoformat(stamp).timestamp() * 1000)
+    except (TypeError, ValueError):
+        return None
+
+
+def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
+            problem_type: str, metric: str) -> LoggedJob:
+    """Record one job as a child run of its execution, once.
+
+    A job key already recorded as finished in this execution is not recorded again; an earlier
+    failed record of the same key is replaced (deleted) by this one, so retries never duplicate.
+    """
+    started = time.perf_counter()
+    client = store.client()
+    execution = resolve_execution(execution)
+    with store.write_lock:
+        earlier = runs_of_job(execution.execution_id, execution.experiment_id, job.key)
+        for run in earlier:
+            if run.data.tags.get("status") in FINISHED_STATUSES:
+                mark_logged(job_dir, run.info.run_id)
+                return LoggedJob(run.info.run_id, time.perf_counter() - started, already_recorded=True)
+        # The job's own start and end, so MLflow's Duration is the job's, not the logging's.
+        started_ms, ended_ms = unix_ms(result.started_utc), unix_ms(result.ended_utc)
+        if started_ms is not None and ended_ms is not None and ended_ms < started_ms:
+            ended_ms = started_ms
+        run = client.create_run(execution.experiment_id, run_name=job_run_name(job), start_time=started_ms,
+                                tags={"execution_id": execution.execution_id})
+        run_id = run.info.run_id
+        try:
+            # The model goes first: logged after the metrics, MLflow would read each metric's
+            # history back to link it to the model (a request per metric).
+            model_dir = job_dir / MODEL_DIR
+            if result.status == "ok" and model_dir.is_dir():
+                _log_pyfunc(run_id, execution.experiment_id, job, result, job_dir)
+            metrics = {**_alignment_metrics(job.dataset), **_job_metrics(result)}
+            _log_batches(run_id, metrics, _job_params(job),
+                         _job_tags(execution, job, result, problem_type, metric))
+            data_input = dataset_input(job.dataset, job.data_version, job.fold)
+            if data_input is not None:
+                client.log_inputs(run_id, datasets=[data_input])
+            predictions = job_dir / PREDICTIONS_FILE
+            if predictions.is_file():
+                client.log_artifact(run_id, str(predictions))
+            _log_evaluation_files(run_id, job_dir, result)
+            _log_series(run_id, job_dir)
+        except BaseException:
+            # Half a record must not count as a record: drop it so the job can be logged again.
+            client.delete_run(run_id)
+            raise
+        client.set_terminated(run_id, status="FINISHED" if result.status in FINISHED_STATUSES else "FAILED",
+                              end_time=ended_ms)
+        for run in earlier:
+            client.delete_run(run.info.run_id)
+        mark_logged(job_dir, run_id)
+    return LoggedJob(run_id, time.perf_counter() - started)
+
+
+def log_job_dir(job_dir: Path) -> LoggedJob:
+    """Log one pending job folder from what it holds."""
+    record = read_record(job_dir)
+    execution = Execution(**record["execution"])
+    job = Job.from_dict(record["job"])
+    result = JobResult.load(job_dir)
+    return log_job(execution, job, result, job_dir, problem_type=record["problem_type"],
+                   metric=record["metric"])
+
+
+def sync_pending(root: Path | None = None) -> list[LoggedJob]:
+    """Log every finished but unlogged job folder (e.g. the tracking server was down), then end
+    the executions whose end waited for them."""
+    # A suite another process is running now logs its own folders (two writers would race).
+    pending = [job_dir for job_dir in pending_job_dirs(root) if not running_elsewhere(job_dir.parent.name)]
+    logged = [log_job_dir(job_dir) for job_dir in pending]
+    apply_deferred_finishes()
+    return logged
+
+
+def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: str,
+              metric: str) -> dict[str, str]:
+    host = result.host or {}
+    tags = {
+        "mlflow.parentRunId": execution.execution_id,
+        "mlflow.runName": job_run_name(job),
+        "suite": job.suite,
+        "execution_id": execution.execution_id,
+        "job_key": job.key,
+        "status": result.status,
+        "framework": job.framework_id,
+        "framework_name": job.framework,
+        "framework_version": result.framework_version or "unknown",
+        "dataset": job.dataset,
+        "data_version": job.data_version,
+        "problem_type": problem_type,
+        "metric": metric,
+        "budget": job.budget.name,
+        "fold": str(job.fold),
+        "seed": str(job.seed),
+        "git_sha": git_sha(),
+        "app_version": app_version(),
+        "host": host.get("host") or platform.node(),
+        "cpu_model": host.get("cpu_model") or platform.processor() or platform.machine(),
+        "gpu_model": host.get("gpu_model") or "none",
+        "team": execution.team,
+    }
+    if result.error:
+        tags["error"] = result.error[-MAX_TAG_CHARS:]
+    for name, outcome in sorted(result.evaluations.items()):
+        tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
+        if outcome.get("reason"):
+            tags[f"evaluation.{name}.reason"] = str(outcome["reason"])[-MAX_TAG_CHARS:]
+        tags.update({key: str(value)[-MAX_TAG_CHARS:] for key, value in outcome.get("tags", {}).items()})
+    return tags
+
+
+def _job_params(job: Job) -> dict[str, str]:
+    params = {
+        "fold": str(job.fold),
+        "seed": str(job.seed),
+        "budget_time_s": str(job.budget.time_s),
+        "budget_cores": str(job.budget.cores),
+        "budget_memory_mb": str(job.budget.memory_mb),
+        "budget_gpus": str(job.budget.gpus),
+    }
+    for name, value in sorted(job.params.items()):
+        params[f"param.{name}"] = value if isinstance(value, str) else json.dumps(value, default=str)
+    return params
+
+
+def _alignment_metrics(dataset: str) -> dict[str, float]:
+    """The `align_*` figures of a multimodal dataset (none for others, or for an unknown card)."""
+    try:
+        return alignment_metrics(dataset)
+    except (UserError, OSError, ValueError, TypeError) as exc:
+        # The job's own figures matter more than these: a broken report must not block its record.
+        logger.warning("alignment figures of '%s' not logged: %s", dataset, exc)
+        return {}
+
+
+def _job_metrics(result: JobResult) -> dict[str, float]:
+    figures: dict[str, Any] = {**result.scores, **result.costs}
+    for name, outcome in result.evaluations.items():
+        figures.update(outcome.get("metrics", {}))
+        if outcome.get("wall_s"):
+            figures[evaluation_wall_metric(name)] = outcome["wall_s"]
+    # No fake zeros: a figure that was not measured is simply absent from the run.
+    return {name: float(value) for name, value in figures.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)}
+
+
+def _log_batches(run_id: str, metrics: dict[str, float], params: dict[str, str],
+                 tags: dict[str, str]) -> None:
+    client = store.client()
+    now = int(time.time() * 1000)
+    metric_items = [Metric(k, v, now, 0) for k, v in metrics.items()]
+    param_items = [Param(k, v) for k, v in params.items()]
+    tag_items = [RunTag(k, v) for k, v in tags.items()]
+    rounds = max(1, math.ceil(max(len(param_items), len(tag_items)) / _BATCH))
+    for index in range(rounds):
+        window = slice(index * _BATCH, (index + 1) * _BATCH)
+        client.log_batch(run_id, metrics=metric_items if index == 0 else [],
+                         params=param_items[window], tags=tag_items[window])
+
+
+def _series_steps(job_dir: Path) -> list[Metric]:
+    """The job's time series as step metrics (a few points each, for MLflow's charts)."""
+    now, steps = int(time.time() * 1000), []
+    for name, step_of in ((SERIES_FILE, lambda row: int(1000 * row[SERIES_TIME])),
+                          (TRAINING_CURVE_FILE, lambda row: int(row["step"]))):
+        path = job_dir / name
+        if not path.is_file():
+            continue
+        frame = pd.read_csv(path)
+        frame = frame.iloc[:: max(1, math.ceil(len(frame) / SERIES_STEPS))]
+        for column in frame.columns:
+            metric = column if column in SERIES_METRICS else f"series_{column}"
+            if metric not in SERIES_METRICS:
+                continue
+            steps += [Metric(metric, float(row[column]), now, step_of(row))
+                      for row in frame.to_dict("records") if math.isfinite(row[column])]
+    return steps
+
+
+def _log_series(run_id: str, job_dir: Path) -> None:
+    """resources.csv and training_curve.csv as artifacts (what `compare` aligns), and as step metrics."""
+    client = store.client()
+    for name in (SERIES_FILE, TRAINING_CURVE_FILE):
+        if (job_dir / name).is_file():
+            client.log_artifact(run_id, str(job_dir / name))
+    steps = _series_steps(job_dir)
+    for start in range(0, len(steps), 1000):  # MLflow's limit of metrics per log_batch call
+        client.log_batch(run_id, metrics=steps[start : start + 1000])
+
+
+def _log_evaluation_files(run_id: str, job_dir: Path, result: JobResult) -> None:
+    """Each evaluation's result.json and the files it lists, under `evaluations/NAME/` on the run."""
+    client = store.client()
+    for name, outcome in sorted(result.evaluations.items()):
+        folder = evaluation_folder(job_dir, name)
+        for relative in ["result.json", *outcome.get("files", [])]:
+            path = (folder / relative).resolve()
+            if path.is_file() and path.is_relative_to(folder.resolve()):
+                parent = Path(relative).parent
+                where = f"evaluations/{name}" + (f"/{parent.as_posix()}" if str(parent) != "." else "")
+                client.log_artifact(run_id, str(path), artifact_path=where)
+
+
+def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, job_dir: Path) -> None:
+    """The job's model as a pyfunc model of its run, with the signature and input example the
+    worker's test rows give (so MLflow shows its schema and serving checks its input)."""
+    mlflow.set_tracking_uri(store.tracking_uri())
+    # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
+    logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
+    signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE)
+
+    def log_model(signature: Any, example: Any) -> None:
+        # The logged model made here and Model.log given its id, not pyfunc.log_model inside
+        # start_run: no active run to start and end (requests and a printed link per job), no
+        # thread-local state.
+        logged_model = store.client().create_logged_model(
+            experiment_id, name=PYFUNC_NAME, source_run_id=run_id, params=_job_params(job))
+        mlflow.models.Model.log(
+            flavor=_PyfuncFlavor,
+            flavor_name="pyfunc.CustomPythonModel",
+            run_id=run_id,
+            model_id=logged_model.model_id,
+            artifact_path=None,
+            name=PYFUNC_NAME,
+            python_model=AdapterPyfunc(),
+            artifacts={"model_dir": str(job_dir / MODEL_DIR)},
+            signature=signature,
+            input_example=example,
+            code_paths=model_code_paths(),  # self-contained: served from any directory
+            # Given, not inferred: inference loads the model in a subprocess, seconds per job.
+            pip_requirements=requirements(job.framework, result.framework_version, job_dir / MODEL_DIR),
+            # Model.log would otherwise load the model here to predict the example (an H2O model
+            # would start a JVM in the harness).
+            validate_serving_input=False,
+        )
+
+    try:
+        log_model(signature, example)
+    except mlflow.exceptions.MlflowException as exc:
+        if signature is None:
+            raise
+        # An example MLflow cannot hold to its own schema must not cost the job its record.
+        logger.warning("%s: model logged without a signature (%s)", job.label, str(exc).splitlines()[0])
+        log_model(None, None)
+
+
+class _PyfuncFlavor:
+    """mlflow.pyfunc as Model.log's flavor, taking the `validate_serving_input` switch that
+    Model.log reads and passes on to the flavor's save_model, which does not take it."""
+
+    __name__ = "mlflow.pyfunc"
+
+    @staticmethod
+    def save_model(path: str, mlflow_model: Any, validate_serving_input: bool = True,
+                   **kwargs: Any) -> None:
+        mlflow.pyfunc.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
