@@ -721,11 +721,13 @@ def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, jo
     """The job's model as a pyfunc model of its run, with the signature and input example the
     worker's test rows give (so MLflow shows its schema and serving checks its input)."""
     from tasks.tracking.pyfunc import AdapterPyfunc, model_code_paths, requirements, signature_and_example
+    from tasks.tracking.signature import never_missing
 
     mlflow.set_tracking_uri(store.tracking_uri())
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
-    signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE)
+    signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
+                                               never_missing(job.dataset))
 
     def log_model(signature: Any, example: Any) -> None:
         # The logged model made here and Model.log given its id, not pyfunc.log_model inside
