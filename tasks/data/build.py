@@ -3,7 +3,9 @@
 The route a user expects: data already there -> nothing to do; a DVC remote holding the pinned
 data -> pull it (the team's copy wins); otherwise rebuild from the packages, byte for byte, and
 check that the result hashes to what datasets.dvc pins. Folds are (re)computed either way, so a
-changed `folds` parameter takes effect; unchanged folds keep their bytes.
+changed `folds` parameter takes effect; unchanged folds keep their bytes. Once the data is at its
+pin, `automl-eval datasets build` reproduces dvc.yaml's stages (tasks/data/pipeline.py), so
+dvc.lock always records what was built.
 """
 
 from __future__ import annotations
@@ -107,3 +109,18 @@ def _differences() -> tuple[list[str], list[str]]:
     changed = [rel for rel, md5 in listing.items() if rel not in present or file_md5(present[rel]) != md5]
     added = [rel for rel in present if rel not in listing]
     return sorted(changed), sorted(added)
+
+
+def pipeline_skipped(report: BuildReport, names: Iterable[str] | None) -> str | None:
+    """Why dvc.yaml's stages are not reproduced after this build; None when they are.
+
+    dvc.lock records pinned data built from every card: after a partial or failed build, or with
+    data the pin does not hold yet, it would record what no clean clone rebuilds.
+    """
+    if list(names or []):
+        return "only some datasets were built, and the stages cover every card"
+    if report.errors:
+        return "a dataset failed to build"
+    if report.pin_status not in ("clean", "pinned now", "re-pinned"):
+        return "datasets/ is not at the version datasets.dvc pins; pin it first (`--pin`)"
+    return None

@@ -1,7 +1,8 @@
 """DVC operations on the pinned datasets/ folder: pull from a remote, pin, keep the cache filled.
 
-Only this module imports DVC (slow to import). Everything runs through DVC's Python API on the
-project's own repository; failures come back as plain reasons, never as tracebacks.
+Only this module opens DVC (slow to import); tasks/data/pipeline.py runs dvc.yaml's stages through
+`dvc_repo()`. Everything runs through DVC's Python API on the project's own repository; failures
+come back as plain reasons, never as tracebacks.
 """
 
 from __future__ import annotations
@@ -37,18 +38,19 @@ def pinned_listing() -> dict[str, str] | None:
     return {entry["relpath"]: entry["md5"] for entry in entries}
 
 
-def _repo():  # noqa: ANN202 - dvc.repo.Repo, imported lazily
+def dvc_repo():  # noqa: ANN201 - dvc.repo.Repo, imported lazily
     # DVC logs warnings (e.g. every object a remote lacks) straight to the console; the outcome
     # is reported here in one sentence instead.
     logging.getLogger("dvc").setLevel(logging.ERROR)
     logging.getLogger("dvc_objects").setLevel(logging.ERROR)
     logging.getLogger("dvc_data").setLevel(logging.ERROR)
-    from dvc.repo import Repo
+    from dvc.repo import Repo  # here: about a second to import, paid only by commands that use DVC
 
     return Repo(str(paths.project_root()))
 
 
-def _reason(exc: Exception) -> str:
+def reason_of(exc: Exception) -> str:
+    """The first line of a DVC error, or its type when it says nothing."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -68,7 +70,7 @@ def pull() -> str | None:
     from dvc.exceptions import DvcException
 
     try:
-        with _repo() as repo:
+        with dvc_repo() as repo:
             if not repo.config.get("core", {}).get("remote"):
                 return "no default DVC remote is configured"
             repo.fetch(targets=[_pin_file()])
@@ -82,12 +84,12 @@ def pull() -> str | None:
             repo.checkout(targets=[_pin_file()])
         return None
     except DvcException as exc:
-        return _reason(exc)
+        return reason_of(exc)
 
 
 def pin() -> str:
     """`dvc add datasets`: record the folder as it is now in datasets.dvc (and the cache); returns the md5."""
-    with _repo() as repo:
+    with dvc_repo() as repo:
         repo.add(str(paths.datasets_dir()))
     md5 = pinned_md5()
     assert md5 is not None
@@ -99,7 +101,7 @@ def ensure_cached() -> None:
     md5 = pinned_md5()
     if md5 is None or _cache_object(md5).is_file():
         return
-    with _repo() as repo:
+    with dvc_repo() as repo:
         repo.commit(_pin_file(), force=True)
 
 
@@ -108,8 +110,8 @@ def push() -> str | None:
     from dvc.exceptions import DvcException
 
     try:
-        with _repo() as repo:
+        with dvc_repo() as repo:
             repo.push(targets=[_pin_file()])
         return None
     except DvcException as exc:
-        return _reason(exc)
+        return reason_of(exc)

@@ -46,6 +46,7 @@ from tasks.tracking.inputs import dataset_input
 from tasks.tracking.job_folder import mark_logged, pending_job_dirs, read_record
 from tasks.tracking.pyfunc import AdapterPyfunc, model_code_paths, requirements, signature_and_example
 from tasks.tracking.recorded import runs_of_job
+from tasks.tracking.signature import never_missing
 from tasks.tracking.suite_lock import running_elsewhere
 from tasks.vocabulary import FINISHED_STATUSES, SERIES_METRICS, SERIES_STEPS, evaluation_wall_metric
 
@@ -283,7 +284,8 @@ def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, jo
     mlflow.set_tracking_uri(store.tracking_uri())
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
-    signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE)
+    signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
+                                               never_missing(job.dataset))
 
     def log_model(signature: Any, example: Any) -> None:
         # The logged model made here and Model.log given its id, not pyfunc.log_model inside

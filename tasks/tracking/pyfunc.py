@@ -15,11 +15,14 @@ evaluation serves before the job is logged).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
 import pandas as pd
+
+from tasks.tracking.signature import signature_for
 
 PREDICTION_COLUMN = "prediction"  # the column names of predictions.csv (tasks/worker.py)
 PROBA_PREFIX = "proba_"
@@ -143,11 +146,12 @@ def requirements(framework: str, framework_version: str, model_dir: Path | None 
     return pins
 
 
-def signature_and_example(example_file: Path, predictions_file: Path) -> tuple[Any, pd.DataFrame | None]:
+def signature_and_example(
+    example_file: Path, predictions_file: Path, complete: Iterable[str] = ()
+) -> tuple[Any, pd.DataFrame | None]:
     """The model's signature and input example, from the first test rows the worker saved and the
-    predictions it made for them; (None, None) for a folder without them (older job folders)."""
-    from mlflow.models import infer_signature
-
+    predictions it made for them; (None, None) for a folder without them (older job folders).
+    Integer columns are declared double, room for a missing value, unless `complete` names them."""
     if not example_file.is_file():
         return None, None
     try:
@@ -163,7 +167,7 @@ def signature_and_example(example_file: Path, predictions_file: Path) -> tuple[A
             output = predictions[columns].copy()
             if not any(c.startswith(PROBA_PREFIX) for c in columns):  # regression, forecasting: values
                 output[PREDICTION_COLUMN] = pd.to_numeric(output[PREDICTION_COLUMN])
-        return infer_signature(example, output), example
+        return signature_for(example, output, complete)
     except Exception as exc:  # noqa: BLE001 - a model without a schema beats no model
         logger.warning("model logged without a signature (%s: %s)", type(exc).__name__, exc)
         return None, None
