@@ -240,13 +240,15 @@ METRICS: tuple[Metric, ...] = (
                                                  zero_division=0),
            _names("f1_macro", "logloss", "macro_f1")),
     Metric("brier", CLASSIFICATION, True, _brier,
-           definition="Brier score: binary, mean of (1[positive] - p(positive))^2 over the rows (0..1); "
-                      "multiclass, the sum over classes of (1[class] - p(class))^2, averaged over the rows "
-                      "(0..2)"),
+           definition="Brier score, of the probabilities: binary, the mean over rows of "
+                      "(1[positive] - p(positive))^2, the positive class being the second in sorted order "
+                      "(0..1); multiclass, the mean over rows of the sum over classes of "
+                      "(1[class] - p(class))^2 (0..2)"),
     Metric("ece", CLASSIFICATION, True, _ece,
-           definition=f"expected calibration error: the rows in {ECE_BINS} equal-width bins of their "
-                      "top-class probability, the sum over bins of |accuracy - mean probability| "
-                      "weighted by the bin's share of rows (0..1)"),
+           definition=f"expected calibration error: rows binned by their top-class probability into "
+                      f"{ECE_BINS} equal-width bins (b/{ECE_BINS}, (b+1)/{ECE_BINS}]; the sum over bins of "
+                      "the bin's share of rows times the absolute gap between its accuracy (top class = "
+                      "truth) and its mean top-class probability (0..1)"),
     Metric("rmse", ("regression",), True,
            lambda p: _sklearn_metrics().root_mean_squared_error(p.y_true, p.y_pred),
            _names("root_mean_squared_error", "RMSE", "rmse"), default_for=("regression",)),
