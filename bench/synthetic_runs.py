@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tasks.metric_registry import default_metric, metrics_for
 from tasks.vocabulary import COST_METRICS, JOB_TAGS, LOWER_IS_BETTER, RESULT, SCORE_METRICS
 
 DEFAULT_STRENGTHS: dict[str, float] = {"constant": 0.0, "rf": 1.0, "hgb": 1.4, "flaml": 1.7, "autogluon": 2.0}
 PROBLEM_CYCLE = ("binary", "multiclass", "regression")
-NATIVE_METRIC = {"binary": "auc", "multiclass": "logloss", "regression": "rmse"}
+NATIVE_METRIC = {problem: default_metric(problem) for problem in PROBLEM_CYCLE}
 
 
 @dataclass
@@ -164,7 +165,16 @@ def _job_row(
 
 
 def _scores(problem: str, quality: float, rng: np.random.Generator) -> dict[str, float]:
+    """Every metric of the problem type in the metric registry: the hand-shaped ones below, and for any
+    other a value that moves with the quality in the metric's direction (between 0 and about 1)."""
     quality = float(np.clip(quality, -0.2, 1.0))
+    shaped = _shaped_scores(problem, quality)
+    return {entry.name: shaped[entry.name] if entry.name in shaped
+            else 0.3 * (1.0 - quality) if entry.lower_is_better else 0.5 + 0.45 * quality
+            for entry in metrics_for(problem)}
+
+
+def _shaped_scores(problem: str, quality: float) -> dict[str, float]:
     if problem == "binary":
         auc = 0.5 + 0.45 * quality
         return {

@@ -28,7 +28,7 @@ from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.errors import UserError
 from tasks.paths import job_dir_for
-from tasks.plan import Job, make_jobs
+from tasks.plan import Job, MetricOptimiser, check_suite_metrics, make_jobs
 from tasks.report import jobs as job_table
 from tasks.report.leaderboard import leaderboard
 from tasks.results import JobResult
@@ -103,7 +103,7 @@ def _pick_frameworks(suite: Suite, names: list[str] | None) -> list[FrameworkRef
     return unique
 
 
-def _check_frameworks(refs: list[FrameworkRef]) -> None:
+def _check_frameworks(refs: list[FrameworkRef]) -> dict[str, MetricOptimiser]:
     """Unknown or unusable frameworks stop the run before anything starts, with one sentence.
 
     A framework named at a version (`hgb@1.7.2`) needs its environment installed and working: its
@@ -114,6 +114,7 @@ def _check_frameworks(refs: list[FrameworkRef]) -> None:
     from tasks.frameworks.environments import find_environment
     from tasks.frameworks.registry import get_adapter
 
+    adapters: dict[str, MetricOptimiser] = {}  # by framework id, for the metric check
     for ref in refs:
         try:
             adapter = get_adapter(ref.name)
@@ -133,6 +134,8 @@ def _check_frameworks(refs: list[FrameworkRef]) -> None:
             adapter.check_params(ref.params)
         except ValueError as exc:
             raise UserError(f"{exc}; check the framework entries of the suite.") from None
+        adapters[ref.id] = adapter
+    return adapters
 
 
 def resolve_plan(
@@ -148,8 +151,9 @@ def resolve_plan(
         refs = [FrameworkRef(**entry) for entry in frameworks]  # as recorded by an execution
     else:
         refs = _pick_frameworks(loaded, frameworks)  # type: ignore[arg-type]
-    _check_frameworks(refs)
+    adapters = _check_frameworks(refs)
     specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]
+    check_suite_metrics(loaded.name, specs, adapters)
     if folds is not None and folds < 1:
         raise UserError(f"--folds must be at least 1, not {folds}.")
     return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget))

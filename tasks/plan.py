@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from tasks.specs import Budget, FrameworkRef, framework_id
+from tasks.errors import UserError
+from tasks.metric_registry import can_optimise
+from tasks.specs import Budget, DatasetSpec, FrameworkRef, framework_id
 
 
 @dataclass(frozen=True)
@@ -80,3 +83,29 @@ def make_jobs(
         for seed in seeds
         for ref in frameworks
     ]
+
+
+
+class MetricOptimiser(Protocol):
+    """What the metric check needs of a framework adapter (tasks/frameworks/base.FrameworkAdapter)."""
+
+    problem_types: frozenset[str]
+    metric_names: str | None  # whose metric names it optimises the suite metric by; None: none
+
+
+def check_suite_metrics(
+    suite: str, datasets: Sequence[DatasetSpec], frameworks: Mapping[str, MetricOptimiser]
+) -> None:
+    """Refuse, before any job runs, a suite that asks a framework to optimise a metric it has no name for.
+
+    `frameworks` maps each framework id of the suite to its adapter; a dataset whose problem type the
+    framework does not handle is skipped by the jobs and not checked here.
+    """
+    for spec in datasets:
+        for framework, adapter in frameworks.items():
+            names, metric = adapter.metric_names, str(spec.metric)
+            if names and spec.problem_type in adapter.problem_types and not can_optimise(metric, names):
+                raise UserError(
+                    f"suite '{suite}': framework '{framework}' cannot optimise the metric '{metric}' of "
+                    f"dataset '{spec.name}'; give its card another metric or run without '{framework}'."
+                )

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tasks import paths
 from tasks.errors import UserError
+from tasks.metric_registry import PROBLEM_TYPES, check_metric, default_metric
 
 # `forecasting`: many series, each forecast `horizon` steps ahead (its card's `forecast:` block,
 # tasks/forecasting/card.py, says which columns are the series id, the time and the value).
@@ -26,9 +27,8 @@ ColumnRole = Literal["numeric", "categorical", "text", "id", "ignore"]
 
 # Problem types whose target is a number (typed float; no classes, no stratified folds).
 NUMERIC_TARGETS = frozenset({"regression", "forecasting"})
-DEFAULT_METRIC: dict[str, str] = {
-    "binary": "auc", "multiclass": "logloss", "regression": "rmse", "forecasting": "owa",
-}
+# Each problem type's metric when a card names none (the metric registry's `default_for`).
+DEFAULT_METRIC: dict[str, str] = {kind: default_metric(kind) for kind in PROBLEM_TYPES}
 # A name that becomes part of a path (cards, suites, reports): letters, digits, `_` and `-`,
 # optionally a multimodal card's `NAME[stream+stream]`. Nothing like `..` or `/` gets through.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\[[A-Za-z0-9_+-]+\])?")
@@ -158,6 +158,10 @@ class DatasetSpec(_Strict):
     def _default_metric(self) -> DatasetSpec:
         if self.metric is None:
             object.__setattr__(self, "metric", DEFAULT_METRIC[self.problem_type])
+        try:
+            check_metric(self.problem_type, str(self.metric))
+        except UserError as exc:
+            raise ValueError(str(exc)) from None  # named with the card's file and field by pydantic
         return self
 
     @property

@@ -1,24 +1,19 @@
 """One vocabulary of MLflow names, the same for every framework, team and mode.
 
 tracking.py writes with these names and report/ reads with them; the README's vocabulary table
-is generated from (and tested against) this module. Change a name here and nowhere else.
+is generated from (and tested against) this module. Change a name here and nowhere else; the
+scores' names come from the metric registry (tasks/metric_registry.py), one entry per metric.
 """
 
 from __future__ import annotations
 
-# Scores: every metric for the problem type, computed by the harness (tasks/metrics.py).
-SCORE_METRICS: dict[str, tuple[str, ...]] = {
-    "binary": ("auc", "logloss", "acc", "balacc", "f1"),
-    "multiclass": ("logloss", "acc", "balacc", "macro_f1"),
-    "regression": ("rmse", "mae", "r2"),
-    # M4's scores: sMAPE and MASE averaged over the series, OWA relative to Naive2 on the same fold
-    # (the Naive2 figures are recorded too); quantile_loss and coverage only when the framework
-    # returns quantiles (tasks/metrics.py says how each is computed).
-    "forecasting": ("owa", "smape", "mase", "smape_naive2", "mase_naive2", "quantile_loss", "coverage"),
-}
-LOWER_IS_BETTER = frozenset({"logloss", "rmse", "mae", "owa", "smape", "mase", "smape_naive2", "mase_naive2",
-                             "quantile_loss"})
-RESULT = "result"  # the suite metric made higher-is-better (AMLB: negated when lower is better)
+from tasks.metric_registry import RESULT as RESULT  # the suite metric made higher-is-better
+from tasks.metric_registry import lower_is_better, score_metrics
+
+# Scores: every metric for the problem type, computed by the harness; each is one entry of the
+# metric registry (tasks/metric_registry.py), which says how it is computed and which way is better.
+SCORE_METRICS: dict[str, tuple[str, ...]] = score_metrics()
+LOWER_IS_BETTER: frozenset[str] = lower_is_better()
 
 # Timings, model and resource figures of one job (MLflow metrics).
 COST_METRICS: dict[str, str] = {

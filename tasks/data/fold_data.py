@@ -63,7 +63,7 @@ def _forecast_fold(spec: DatasetSpec, train_rows: np.ndarray, test_rows: np.ndar
     from tasks.data.load import read_parts
     from tasks.forecasting.card import forecast_card
     from tasks.frameworks.base import ForecastTask
-    from tasks.metrics import QUANTILE_LEVELS
+    from tasks.metric_registry import QUANTILE_LEVELS
 
     card = forecast_card(spec)
     X_train, X_test = read_parts(spec, [train_rows, test_rows], columns=[card.id, card.timestamp])

@@ -26,9 +26,9 @@ import pandas as pd
 
 from tasks.errors import UserError
 from tasks.frameworks._tabular import proba_frame, search_seconds, text_as_strings
-from tasks.frameworks.ag_tabular import EVAL_METRIC
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
 from tasks.frameworks.environments import EnvironmentSpec
+from tasks.metric_registry import AUTOGLUON, framework_name
 from tasks.specs import Budget
 
 PREDICTOR_DIR = "predictor"
@@ -103,6 +103,7 @@ class MultiModalModel(FittedModel):
 
 class AutoGluonMultiModalAdapter(FrameworkAdapter):
     name = "autogluon_mm"
+    metric_names = AUTOGLUON  # the suite metric in its own names, from tasks/metric_registry.py
     package = "autogluon.multimodal"
     install_hint = f"automl-eval frameworks install autogluon_mm@{VERSION}"
     modalities = frozenset({"text"})
@@ -143,7 +144,8 @@ class AutoGluonMultiModalAdapter(FrameworkAdapter):
         train[task.target] = y.to_numpy()
         column_types = {c: "text" for c in columns if task.column_roles.get(c) == "text"}
         predictor = MultiModalPredictor(
-            label=task.target, problem_type=task.problem_type, eval_metric=EVAL_METRIC[task.metric],
+            label=task.target, problem_type=task.problem_type,
+            eval_metric=framework_name(task.metric, AUTOGLUON),
             presets=presets, hyperparameters=hyperparameters, path=str(workdir / "automm"), verbosity=2,
             enable_progress_bar=False,  # bars would fill the job log the harness keeps the tail of
         )

@@ -12,17 +12,12 @@ import pandas as pd
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
 from tasks.frameworks.environments import EnvironmentSpec
+from tasks.metric_registry import AUTOGLUON, framework_name
 from tasks.specs import Budget
 
 PREDICTOR_DIR = "predictor"
 PRESETS = ("medium_quality", "good_quality", "high_quality", "best_quality", "extreme_quality",
            "optimize_for_deployment", "interpretable")
-# The suite metric in AutoGluon's names, so it optimises what the harness scores.
-EVAL_METRIC = {
-    "auc": "roc_auc", "logloss": "log_loss", "acc": "accuracy", "balacc": "balanced_accuracy",
-    "f1": "f1", "macro_f1": "f1_macro", "rmse": "root_mean_squared_error",
-    "mae": "mean_absolute_error", "r2": "r2",
-}
 # AutoGluon finishes its current model and the ensemble after time_limit; leave it that room.
 # Measured on a loaded 2-core machine: time_limit 17 s gave a 28 s fit.
 TIME_LIMIT_SHARE = 0.85
@@ -144,6 +139,7 @@ class AutoGluonModel(FittedModel):
 
 class AutoGluonAdapter(FrameworkAdapter):
     name = "autogluon"
+    metric_names = AUTOGLUON  # the suite metric in its own names, from tasks/metric_registry.py
     package = "autogluon.tabular"
     install_hint = "pip install 'autogluon.tabular[lightgbm,catboost]'"
     uses_gpu = True
@@ -188,7 +184,7 @@ class AutoGluonAdapter(FrameworkAdapter):
         predictor = TabularPredictor(
             label=task.target,
             problem_type=task.problem_type,
-            eval_metric=EVAL_METRIC[task.metric],
+            eval_metric=framework_name(task.metric, AUTOGLUON),
             path=str(workdir / "autogluon"),
             verbosity=0,
         )

@@ -103,6 +103,9 @@ class FrameworkAdapter(ABC):
     # Versions that run in an environment of their own (`NAME@VERSION` in a suite), see
     # tasks/frameworks/environments.py. The main environment's version needs no declaration.
     environments: ClassVar[tuple[EnvironmentSpec, ...]] = ()
+    # The framework of tasks.metric_registry.METRIC_FRAMEWORKS whose metric names this adapter tells
+    # its framework to optimise the suite metric by; None: it optimises no suite metric.
+    metric_names: ClassVar[str | None] = None
 
     def version(self) -> str | None:
         """Installed version, or None when the framework is not installed."""

@@ -12,14 +12,10 @@ import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.metric_registry import FLAML, framework_name
 from tasks.specs import Budget
 
 AUTOML_FILE = "automl.pkl"  # FLAML's own way to persist a fitted AutoML object
-# The suite metric in FLAML's names; FLAML has no balanced accuracy, accuracy is nearest.
-METRIC = {
-    "auc": "roc_auc", "logloss": "log_loss", "acc": "accuracy", "balacc": "accuracy",
-    "f1": "f1", "macro_f1": "macro_f1", "rmse": "rmse", "mae": "mae", "r2": "r2",
-}
 # FLAML stops starting trials at time_budget but finishes the running one and refits the best.
 # Measured on a loaded 2-core machine: time_budget 17 s gave a 26 s fit.
 TIME_BUDGET_SHARE = 0.85
@@ -65,6 +61,7 @@ class FlamlModel(FittedModel):
 
 class FlamlAdapter(FrameworkAdapter):
     name = "flaml"
+    metric_names = FLAML  # the suite metric in its own names, from tasks/metric_registry.py
     package = "flaml"
     install_hint = "pip install 'flaml[automl]' xgboost-cpu"
 
@@ -97,7 +94,7 @@ class FlamlAdapter(FrameworkAdapter):
         options: dict[str, Any] = {
             "task": "classification" if task.is_classification else "regression",
             "estimator_list": ESTIMATORS + (["lrl1"] if task.is_classification else []),
-            "metric": METRIC[task.metric],
+            "metric": framework_name(task.metric, FLAML),
             "time_budget": search_seconds(budget.time_s, TIME_BUDGET_SHARE, TIME_RESERVE_S),
             "n_jobs": budget.cores,
             "seed": seed,

@@ -19,6 +19,7 @@ import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.metric_registry import H2O, framework_name
 from tasks.specs import Budget
 
 LEADER_FILE = "leader"
@@ -28,10 +29,6 @@ RUNTIME_RESERVE_S = 6.0
 # Share of the job's memory limit given to the JVM heap: the JVM's own overhead and the Python
 # worker count against the same process-tree limit.
 HEAP_SHARE = 0.6
-SORT_METRIC = {
-    "auc": "AUC", "logloss": "logloss", "acc": "logloss", "balacc": "mean_per_class_error",
-    "f1": "logloss", "macro_f1": "logloss", "rmse": "RMSE", "mae": "MAE", "r2": "RMSE",
-}
 
 
 def _free_port_pair() -> int:
@@ -116,6 +113,7 @@ class H2OModel(FittedModel):
 
 class H2OAdapter(FrameworkAdapter):
     name = "h2o"
+    metric_names = H2O  # the suite metric in its own names, from tasks/metric_registry.py
     package = "h2o"
     install_hint = "pip install h2o (and a Java 17 runtime)"
     # The JVM start (about 9 s idle, 15-25 s on a loaded 2-core machine) and single-row scoring
@@ -195,7 +193,7 @@ class H2OAdapter(FrameworkAdapter):
         options: dict[str, Any] = {
             "max_runtime_secs": int(search_seconds(budget.time_s, RUNTIME_SHARE, RUNTIME_RESERVE_S)),
             "seed": seed,
-            "sort_metric": SORT_METRIC[task.metric],
+            "sort_metric": framework_name(task.metric, H2O),
             "verbosity": None,
         }
         automl = H2OAutoML(**{**options, **automl_params})

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tasks import metric_registry
 from tasks.errors import UserError
 from tasks.report import jobs as job_table
 from tasks.report import series as job_series
@@ -50,24 +51,27 @@ class Quantity:
     """One figure compared per cell: its direction and which threshold applies."""
 
     name: str
-    higher_is_better: bool = False
     threshold: str = "cost"  # "result" or "cost" (the Thresholds field)
+
+    @property
+    def higher_is_better(self) -> bool:  # the metric registry's direction (a stage figure: its figure's)
+        return metric_registry.higher_is_better(self.name.rpartition(": ")[2])
 
 
 # What `compare` compares. A new figure in the record (serving p99, robustness AUC) is one line here.
 QUANTITIES: tuple[Quantity, ...] = (
-    Quantity(RESULT, higher_is_better=True, threshold="result"),
+    Quantity(RESULT, threshold="result"),
     Quantity("fit_s"),
     Quantity("duration_s"),
     Quantity("latency_p99_ms"),
     Quantity("peak_rss_mb"),
     Quantity("gpu_mem_peak_mb"),
     # robustness (a regression: AUC down, breaking point lower), held to the result threshold
-    Quantity("robust_auc", higher_is_better=True, threshold="result"),
-    Quantity("robust_breaking_mean", higher_is_better=True, threshold="result"),
+    Quantity("robust_auc", threshold="result"),
+    Quantity("robust_breaking_mean", threshold="result"),
     # serving (tasks/evaluations/serving.py): cost figures, compared when recorded
     Quantity("serve_p99_ms"),
-    Quantity("serve_max_qps_at_slo", higher_is_better=True),
+    Quantity("serve_max_qps_at_slo"),
 )
 # Per-stage figures of each job's resource samples (tasks.report.series.stage_figures), compared as
 # "STAGE: NAME" with the cost threshold; stages shorter than MIN_STAGE_S are a few samples long.

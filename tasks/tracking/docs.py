@@ -1,10 +1,12 @@
-"""The README's vocabulary table, generated from tasks/vocabulary.py (a test keeps them equal).
+"""The README's vocabulary table, generated from tasks/vocabulary.py and the metric registry
+(tasks/metric_registry.py); a test keeps them equal.
 
     python -m tasks.tracking.docs    # prints the table to paste between the vocabulary markers
 """
 
 from __future__ import annotations
 
+from tasks.metric_registry import METRICS
 from tasks.vocabulary import (
     ALIGNMENT_METRICS,
     COST_METRICS,
@@ -14,9 +16,7 @@ from tasks.vocabulary import (
     EXECUTION_TAGS,
     JOB_PARAMS,
     JOB_TAGS,
-    LOWER_IS_BETTER,
     RESULT,
-    SCORE_METRICS,
     SERIES_METRICS,
     evaluation_metrics,
     evaluation_tags,
@@ -27,14 +27,10 @@ END_MARKER = "<!-- vocabulary:end -->"
 
 
 def _score_rows() -> list[tuple[str, str, str]]:
-    problem_types: dict[str, list[str]] = {}
-    for problem_type, names in SCORE_METRICS.items():
-        for name in names:
-            problem_types.setdefault(name, []).append(problem_type)
     rows = []
-    for name, types in problem_types.items():
-        direction = "lower is better" if name in LOWER_IS_BETTER else "higher is better"
-        rows.append(("metric", name, f"score on the test fold ({', '.join(types)}); {direction}"))
+    for metric in METRICS:  # one row per entry of the metric registry
+        text = f"score on the test fold ({', '.join(metric.problem_types)}); {metric.direction}"
+        rows.append(("metric", metric.name, f"{text}; {metric.definition}" if metric.definition else text))
     rows.append(("metric", RESULT, "the suite metric made higher-is-better (negated when lower is better)"))
     return rows
 

@@ -55,7 +55,8 @@ def write_job_folder(job_dir: Path, job: Job, status: str = "ok") -> JobResult:
             table[f"proba_{label}"] = column.to_numpy()
         table.to_csv(job_dir / PREDICTIONS_FILE, index=False)
         X.head(5).to_parquet(job_dir / INPUT_EXAMPLE_FILE, index=False)
-        result.scores = {"auc": 0.5, "logloss": 0.64, "acc": 0.67, "balacc": 0.5, "f1": 0.0, "result": 0.5}
+        result.scores = {"auc": 0.5, "logloss": 0.64, "acc": 0.67, "balacc": 0.5, "f1": 0.0, "brier": 0.22,
+                         "ece": 0.0, "result": 0.5}
         result.costs = {"fit_s": 0.01, "predict_s": 0.001, "peak_rss_mb": 50.0, "models_count": 1}
     else:
         result.error = "RuntimeError: boom"
