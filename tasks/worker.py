@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Only the standard library and the child's start-up before the pin: numpy & co start their thread
-# pools at import, and those must start on the job's cores. Everything else is imported after it.
+# Only the standard library, the child's start-up and plain names before the pin: numpy & co start
+# their thread pools at import, and those must start on the job's cores. The rest comes after it.
 from tasks.child_process import DATA_LOAD_FILE, JOB_FILE, begin, exit_now, failure_text
+from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, ROW, TRUTH, proba_column
 
 if TYPE_CHECKING:
     from tasks.child_requests import JobRequest
@@ -74,7 +75,6 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     from tasks.child_requests import DataLoad
     from tasks.data.fold_data import load_fold
     from tasks.frameworks.registry import get_adapter, write_model_identity
-    from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, ROW, TRUTH, proba_column
     from tasks.results import INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE
 
     job, spec = request.job, request.spec
