@@ -114,3 +114,16 @@ def test_a_dispatch_outcome_reads_a_team_workers_answer() -> None:
     outcome = JobOutcome(job_key="k", status="ok", run_id="r", job_dir="/jobs/k", worker="w1", pid=7)
     answer = {**outcome.to_dict(), "result": {"job_key": "k"}, "a_later_field": 1}
     assert JobOutcome.from_dict(answer) == outcome
+
+
+@pytest.mark.parametrize("module", ["tasks.worker", "tasks.evaluations.child"])
+def test_a_child_module_loads_no_thread_pools_before_it_is_pinned(module: str) -> None:
+    """A supervised child pins itself to its cores first: threads that numpy's BLAS or OpenMP start
+    before the pin would run on every core. Importing the child's module must not load them."""
+    probe = (f"import sys, {module}\n"
+             "print(sorted(m for m in ('numpy', 'pandas', 'sklearn', 'pydantic', 'mlflow', 'prefect')\n"
+             "    if m in sys.modules))\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    completed = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                               timeout=120, check=True)
+    assert completed.stdout.strip() == "[]"
