@@ -33,7 +33,8 @@ class _ChildFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     def write(self, path: Path) -> Path:
-        path.write_text(json.dumps(self.model_dump(mode="json"), indent=2))
+        # A value JSON has no type for (a framework parameter) is written as text, as it always was.
+        path.write_text(json.dumps(self.model_dump(mode="json", fallback=str), indent=2))
         return path
 
     @classmethod
