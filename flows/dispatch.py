@@ -16,9 +16,9 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -53,9 +53,36 @@ class JobContext:
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # enabled post-job blocks
 
 
+@dataclass(frozen=True)
+class JobOutcome:
+    """What the suite learns of one job from its dispatcher. In team mode it crosses Prefect's
+    result storage as a plain dict (to_dict / from_dict), with the job's JobResult beside it."""
+
+    job_key: str
+    status: str  # the JobResult's status; "unknown" when a team worker's answer cannot be read here
+    run_id: str | None  # its MLflow run; None while its result waits on disk
+    job_dir: str
+    error: str = ""  # why, when the dispatcher itself decided the job failed (a lost worker)
+    submitted_unix: float | None = None  # team mode: when the job was handed to the team
+    worker: str = ""  # team mode: the worker that ran it, its host and process
+    host: str = ""
+    pid: int | None = None
+    started_unix: float | None = None  # team mode: when that worker started and finished it
+    finished_unix: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """From a worker's answer; keys this version does not know are left out."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
 class Dispatcher(Protocol):
-    """Runs a suite's jobs somewhere and returns one outcome dict per job (job_key, status,
-    run_id, job_dir), in the order given. The suite flow is handed one."""
+    """Runs a suite's jobs somewhere and returns one JobOutcome per job, in the order given. The
+    suite flow is handed one."""
 
     def warm_up(self) -> None:
         """Called before the data gates, so start-up work overlaps them."""
@@ -63,10 +90,10 @@ class Dispatcher(Protocol):
     def planned(self, count: int) -> None:
         """How many jobs this run will account for (the progress bar's total)."""
 
-    def skip(self, job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+    def skip(self, job: Job, context: JobContext, reason: str) -> JobOutcome:
         """Record a job that will not run (e.g. its dataset failed the data gate), with the reason."""
 
-    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[dict[str, Any]]:
+    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[JobOutcome]:
         """Run every job; never raises for a job's own failure."""
 
 
@@ -110,7 +137,7 @@ def _run_under_watchdog(job: Job, job_dir: Path, gpu_devices: list[int] | None,
 
 
 def run_and_record(job: Job, context: JobContext, gpu_devices: list[int] | None, *,
-                   still_ours: Callable[[], bool] | None = None) -> tuple[JobResult, dict[str, Any]]:
+                   still_ours: Callable[[], bool] | None = None) -> tuple[JobResult, JobOutcome]:
     """Run one job in its own process under the watchdog, then record it; every mode calls this.
 
     `gpu_devices` are the devices the caller leased for it (None: it asks for none; []: none could
@@ -131,15 +158,14 @@ def run_and_record(job: Job, context: JobContext, gpu_devices: list[int] | None,
         result = JobResult(job_key=job.key, status="failed", error=f"{type(exc).__name__}: {exc}")
         result.save(job_dir)
     mark_result_final(job_dir)
-    outcome: dict[str, Any] = {"job_key": job.key, "status": result.status, "run_id": None,
-                               "job_dir": str(job_dir)}
+    outcome = JobOutcome(job_key=job.key, status=result.status, run_id=None, job_dir=str(job_dir))
     if still_ours is not None and not still_ours():
         logger.warning("%s finished after the suite gave it up; its result stays in %s.", job.label, job_dir)
         return result, outcome
-    outcome["run_id"] = _record(job_dir)
-    if outcome["run_id"]:
-        _log_run_link(job, result.status, context.execution, outcome["run_id"])
-    return result, outcome
+    run_id = _record(job_dir)
+    if run_id:
+        _log_run_link(job, result.status, context.execution, run_id)
+    return result, replace(outcome, run_id=run_id)
 
 
 def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str) -> None:
@@ -162,7 +188,7 @@ def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str)
     run_logger.info("%s %s: MLflow run %s", job.label, status, store.run_url(experiment_id, run_id))
 
 
-def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResult, dict[str, Any]]:
+def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResult, JobOutcome]:
     """A job that will not run: recorded as skipped with the reason."""
     from tasks.tracking.execution import Execution
     from tasks.tracking.job_folder import mark_result_final, write_pending
@@ -175,8 +201,8 @@ def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResul
     result = JobResult(job_key=job.key, status="skipped", error=reason)
     result.save(job_dir)
     mark_result_final(job_dir)
-    recorded = _record(job_dir)
-    return result, {"job_key": job.key, "status": "skipped", "run_id": recorded, "job_dir": str(job_dir)}
+    run_id = _record(job_dir)
+    return result, JobOutcome(job_key=job.key, status="skipped", run_id=run_id, job_dir=str(job_dir))
 
 
 # ---------------------------------------------------------------- embedded: jobs in this process
@@ -195,7 +221,7 @@ def max_parallel_jobs(budget: Budget, *, cpu_count: int | None = None, gpu_count
 
 @task(name="run-job", task_run_name="{job_label}", cache_policy=NO_CACHE)
 def run_one_job(job_dict: dict[str, Any], context: dict[str, Any], job_label: str = "",
-                gpu_pool: GpuPool | None = None, progress: ProgressListener | None = None) -> dict[str, Any]:
+                gpu_pool: GpuPool | None = None, progress: ProgressListener | None = None) -> JobOutcome:
     """One job of an embedded run: devices from the run's pool, then the shared per-job unit."""
     job = Job.from_dict(job_dict)
     if progress is not None:
@@ -236,19 +262,19 @@ class EmbeddedDispatcher:
         if self.progress is not None:
             self.progress.jobs_planned(count)
 
-    def skip(self, job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+    def skip(self, job: Job, context: JobContext, reason: str) -> JobOutcome:
         result, outcome = record_skipped(job, context, reason)
         if self.progress is not None:
             self.progress.job_finished(job, result)
         return outcome
 
-    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[dict[str, Any]]:
+    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[JobOutcome]:
         if not jobs:
             return []
         budget = jobs[0].budget
         workers = min(len(jobs), self.parallel or max_parallel_jobs(budget))
         gpu_pool = GpuPool(visible_gpu_ids()) if budget.gpus else None
-        outcomes: list[dict[str, Any]] = []
+        outcomes: list[JobOutcome] = []
         with ThreadPoolTaskRunner(max_workers=workers) as runner:
             futures = [
                 runner.submit(run_one_job, parameters={
@@ -262,6 +288,6 @@ class EmbeddedDispatcher:
                     outcomes.append(future.result())
                 except Exception as exc:  # a broken task must not stop the suite
                     logger.warning("job %s did not complete: %s", job.label, exc)
-                    outcomes.append({"job_key": job.key, "status": "failed", "run_id": None,
-                                     "job_dir": str(job_dir_for(job))})
+                    outcomes.append(JobOutcome(job_key=job.key, status="failed", run_id=None,
+                                               job_dir=str(job_dir_for(job)), error=str(exc)))
         return outcomes

@@ -23,6 +23,7 @@ import platform
 import shutil
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -37,6 +38,7 @@ from flows.dispatch import (
     Dispatcher,
     EmbeddedDispatcher,
     JobContext,
+    JobOutcome,
     ProgressListener,
     record_job,
     record_skipped,
@@ -130,7 +132,7 @@ class TeamDispatcher:
         if self.progress is not None:
             self.progress.jobs_planned(count)
 
-    def skip(self, job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+    def skip(self, job: Job, context: JobContext, reason: str) -> JobOutcome:
         result, outcome = record_skipped(job, context, reason)
         self._finished(job, result)
         return outcome
@@ -139,11 +141,11 @@ class TeamDispatcher:
         if self.progress is not None:
             self.progress.job_finished(job, result)
 
-    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[dict[str, Any]]:
+    def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[JobOutcome]:
         if not jobs:
             return []
         _require_api_url()
-        outcomes: dict[str, dict[str, Any]] = {}
+        outcomes: dict[str, JobOutcome] = {}
         waiting: dict[UUID, _Submitted] = {}
         with get_client(sync_client=True) as client:
             beats = read_heartbeats(client)
@@ -172,8 +174,8 @@ class TeamDispatcher:
         return [outcomes[job.key] for job in jobs]
 
     def _wait(self, client: Any, waiting: dict[UUID, _Submitted],
-              contexts: dict[str, JobContext]) -> dict[str, dict[str, Any]]:
-        outcomes: dict[str, dict[str, Any]] = {}
+              contexts: dict[str, JobContext]) -> dict[str, JobOutcome]:
+        outcomes: dict[str, JobOutcome] = {}
         pending = dict(waiting)
         while pending:
             runs = []
@@ -215,7 +217,7 @@ class TeamDispatcher:
                 time.sleep(POLL_S)
         return outcomes
 
-    def _outcome(self, submitted: _Submitted, state: Any, context: JobContext) -> dict[str, Any]:
+    def _outcome(self, submitted: _Submitted, state: Any, context: JobContext) -> JobOutcome:
         job = submitted.job
         if not state.is_completed():
             reason = f"the job's task run ended {state.type.value}: {state.message or 'no message'}"
@@ -226,10 +228,9 @@ class TeamDispatcher:
             logger.info("result of %s not readable here (%s); MLflow has it.", job.label, exc)
             returned = None
         if not isinstance(returned, dict):
-            outcome = {"job_key": job.key, "status": "unknown", "run_id": None,
-                       "job_dir": str(job_dir_for(job))}
             self._finished(job, JobResult(job_key=job.key, status="unknown"))
-            return {**outcome, "submitted_unix": submitted.submitted_unix}
+            return JobOutcome(job_key=job.key, status="unknown", run_id=None, job_dir=str(job_dir_for(job)),
+                              submitted_unix=submitted.submitted_unix)
         result = JobResult(**returned["result"]) if returned.get("result") else None
         local_dir = job_dir_for(job)
         if result is not None and not (local_dir / RESULT_FILE).is_file():
@@ -237,13 +238,12 @@ class TeamDispatcher:
             local_dir.mkdir(parents=True, exist_ok=True)
             result.save(local_dir)
         self._finished(job, result or JobResult(job_key=job.key, status=str(returned.get("status"))))
-        outcome = {key: value for key, value in returned.items() if key != "result"}
-        return {**outcome, "submitted_unix": submitted.submitted_unix}
+        return replace(JobOutcome.from_dict(returned), submitted_unix=submitted.submitted_unix)
 
-    def _failed(self, submitted: _Submitted, context: JobContext, reason: str) -> dict[str, Any]:
+    def _failed(self, submitted: _Submitted, context: JobContext, reason: str) -> JobOutcome:
         outcome = _record_failure(submitted.job, context, reason)
-        self._finished(submitted.job, JobResult.load(Path(outcome["job_dir"])))
-        return {**outcome, "submitted_unix": submitted.submitted_unix}
+        self._finished(submitted.job, JobResult.load(Path(outcome.job_dir)))
+        return replace(outcome, submitted_unix=submitted.submitted_unix)
 
 
 class _Submitted:
@@ -275,7 +275,7 @@ class _Submitted:
         return why or f"worker {self.holder or 'unknown'} no longer holds the job (it restarted or stopped)"
 
 
-def _record_failure(job: Job, context: JobContext, reason: str) -> dict[str, Any]:
+def _record_failure(job: Job, context: JobContext, reason: str) -> JobOutcome:
     """A job whose task run failed or was lost is recorded as failed, so `--retry-failed` finds it.
 
     The job folder is keyed by job, not by execution: what an earlier execution left there is
@@ -292,7 +292,7 @@ def _record_failure(job: Job, context: JobContext, reason: str) -> dict[str, Any
         logger.warning("could not record %s (%s); it waits on disk.", job.label, exc)
         run_id = None
     status = JobResult.load(job_dir).status
-    return {"job_key": job.key, "status": status, "run_id": run_id, "job_dir": str(job_dir), "error": reason}
+    return JobOutcome(job_key=job.key, status=status, run_id=run_id, job_dir=str(job_dir), error=reason)
 
 
 def _belongs_to(tracking_file: Path, context: JobContext) -> bool:

@@ -130,7 +130,8 @@ def _run_here(job_dict: dict[str, Any], context: dict[str, Any], devices: list[i
     started = time.time()
     job = Job.from_dict(job_dict)
     result, outcome = run_and_record(job, JobContext(**context), devices, still_ours=_still_ours)
-    return {**outcome, **_identity(), "started_unix": started, "finished_unix": time.time(),
+    # A plain dict through Prefect's result storage; the suite reads it back with JobOutcome.from_dict.
+    return {**outcome.to_dict(), **_identity(), "started_unix": started, "finished_unix": time.time(),
             "result": asdict(result)}
 
 

@@ -16,7 +16,7 @@ and the server answers on stdout:
     {"event": "exited", "id": N, "returncode": R}     from waitpid: 0, 1, or -SIGNAL
     {"event": "error", "id": N, "message": "..."}     the fork itself failed
 When stdin closes (the harness is gone), the server kills its workers and exits; a worker also
-dies by SIGKILL if the server dies first (PR_SET_PDEATHSIG, set by the worker).
+dies by SIGKILL if the server dies first (PR_SET_PDEATHSIG, set by tasks.child_process.begin).
 """
 
 from __future__ import annotations
@@ -32,12 +32,17 @@ import sys
 import traceback
 from typing import Any
 
+# The server's own imports are light (the standard library and the two modules below); the heavy
+# ones are PRELOAD's, imported by `serve` so a missing one in a framework environment is tolerated.
+from tasks import worker
+from tasks.child_process import exit_now
+
 # What every worker imports before its framework: the harness's own stack. Frameworks stay out:
 # they may start threads or devices at import, and their import is the framework's start-up.
 PRELOAD = (
     "numpy", "pandas", "pyarrow.parquet", "scipy.sparse", "sklearn", "sklearn.ensemble",
     "sklearn.linear_model", "sklearn.metrics", "threadpoolctl",
-    "tasks.worker", "tasks.data.load", "tasks.data.folds", "tasks.data.fold_data",
+    "tasks.worker", "tasks.child_requests", "tasks.data.load", "tasks.data.folds", "tasks.data.fold_data",
     "tasks.frameworks.registry", "tasks.frameworks.base", "tasks.frameworks._tabular", "tasks.plan",
     "tasks.results", "tasks.specs",
 )
@@ -61,7 +66,7 @@ def _become_worker(request: dict[str, Any], server_fds: list[int]) -> int:
     for fd in server_fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-    os.setsid()  # its own session and process group: the watchdog's kill reaches all it starts
+    os.setsid()  # its own session and process group: the supervisor's kill reaches all it starts
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, STDIN)
@@ -73,10 +78,7 @@ def _become_worker(request: dict[str, Any], server_fds: list[int]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = ["tasks.worker", request["job_dir"]]
-
-    from tasks.worker import main
-
-    return main(sys.argv)
+    return worker.main(sys.argv)
 
 
 def _fork_worker(request: dict[str, Any], server_fds: list[int]) -> int | None:
@@ -92,8 +94,6 @@ def _fork_worker(request: dict[str, Any], server_fds: list[int]) -> int | None:
         except BaseException:  # noqa: BLE001 - whatever happens, it ends here with the trace in its log
             traceback.print_exc()
         finally:
-            from tasks.worker import exit_now
-
             exit_now(code)
     _send({"event": "started", "id": request["id"], "pid": pid})
     return pid

@@ -1,53 +1,58 @@
-"""Run one job in its own process under a watchdog: time, memory, cores and GPUs enforced.
+"""Run one job in its own process under the supervisor: time, memory, cores and GPUs enforced.
 
 The child (``tasks.worker``, forked from the warm fork server or started cold: tasks/launch.py)
-gets the budget's time as its search time; the watchdog kills its whole process tree (H2O's JVM
-included) at the hard limit
+gets the budget's time as its search time; the supervisor (tasks/supervise.py) kills its whole
+process tree (H2O's JVM included) at the hard limit
 
     hard_limit_s = time_s + GRACE_BASE_S + GRACE_SHARE * time_s + adapter.startup_grace_s
 
 (the grace covers loading the fold, predicting, saving the model, up to 100 single-row latency calls
 and a framework finishing its current model past its limit), or as soon as the tree's RSS passes
-memory_mb. The child writes its predictions, model and result.json into JOB_DIR first; the parent
-then scores them (``tasks.metrics``), adds resource figures and saves the final result.json.
+memory_mb (plus the loaded data's copy the worker declares in data_load.json). The parent hands
+the job over as job.json (tasks/child_requests.py); the child writes its predictions, model and
+result.json into JOB_DIR first; the parent then scores them (``tasks.metrics``), adds resource
+figures and saves the final result.json.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from tasks import paths, resources
+from tasks import resources
+from tasks.child_process import error_tail
+from tasks.child_requests import DATA_LOAD_FILE, JOB_FILE, DataLoad, JobRequest
 from tasks.errors import UserError
+from tasks.forecasting.scoring import score_predictions
 from tasks.frameworks.base import FrameworkAdapter
 from tasks.frameworks.environments import find_environment, record_environment
 from tasks.frameworks.registry import get_adapter
-from tasks.launch import python_environment, start_worker
+from tasks.launch import WORKER_MODULE
 from tasks.metrics import score
 from tasks.plan import Job
+from tasks.predictions import PREDICTION, TRUTH, proba_column
 from tasks.results import (
     CURVE_INFO_KEY,
     MODEL_DIR,
     PREDICTIONS_FILE,
     RESULT_FILE,
     TRAINING_CURVE_FILE,
+    JobInfo,
     JobResult,
+    WorkerUsage,
 )
 from tasks.specs import DatasetSpec
-from tasks.worker import DATA_LOAD_FILE, JOB_FILE, STAGE_FILE, WORK_DIR, error_tail, now_utc
+from tasks.supervise import Child, Limits, Supervised, supervise
+from tasks.worker import STAGE_FILE, WORK_DIR, now_utc
 
 GRACE_BASE_S = 60.0
 GRACE_SHARE = 0.10
-SAMPLE_INTERVAL_S = 0.25
 # The in-process single-row latency: at most this many calls, and no more than this many seconds
 # (the environment variables override both, e.g. to measure a slow client longer).
 LATENCY_CALLS = 100
@@ -55,19 +60,6 @@ LATENCY_MAX_S = 3.0
 LATENCY_CALLS_ENV = "AUTOML_EVAL_LATENCY_CALLS"
 LATENCY_MAX_S_ENV = "AUTOML_EVAL_LATENCY_MAX_S"
 LOG_FILE = "worker.log"
-
-
-@dataclass
-class Watched:
-    """What the watchdog saw of one child process."""
-
-    returncode: int
-    sampler: resources.ProcessTreeSampler
-    launcher: str  # warm (forked from the fork server) or cold (a fresh interpreter)
-    exited_unix: float  # when the watchdog saw the exit
-    verdict: tuple[str, str] | None = None  # (status, reason) when the watchdog killed it
-    gpu_costs: dict[str, float] = field(default_factory=dict)
-    gpu_samples: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def grace_s(job: Job, adapter: FrameworkAdapter) -> float:
@@ -88,15 +80,6 @@ def _clear_previous_outputs(job_dir: Path) -> None:
     for name in (MODEL_DIR, WORK_DIR):
         if (job_dir / name).is_dir():
             shutil.rmtree(job_dir / name, ignore_errors=True)
-
-
-def child_environment(threads: int, gpu_devices: list[int]) -> dict[str, str]:
-    env = python_environment(threads)
-    # NVML and CUDA number devices alike only in PCI bus order.
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in gpu_devices)
-    env["AUTOML_EVAL_HOME"] = str(paths.project_root())
-    return env
 
 
 def _gpu_plan(job: Job, gpu_devices: list[int] | None, result: JobResult) -> tuple[list[int], str]:
@@ -141,15 +124,13 @@ def _read(job_dir: Path, name: str) -> str:
 
 def _score(job_dir: Path, spec: DatasetSpec, classes: list[Any], fold: int) -> dict[str, float]:
     if spec.problem_type == "forecasting":
-        from tasks.forecasting.scoring import score_predictions
-
         return score_predictions(spec, fold, pd.read_csv(job_dir / PREDICTIONS_FILE))
-    table = pd.read_csv(job_dir / PREDICTIONS_FILE, dtype={"truth": str, "prediction": str}
+    table = pd.read_csv(job_dir / PREDICTIONS_FILE, dtype={TRUTH: str, PREDICTION: str}
                         if spec.problem_type != "regression" else None)
     proba = None
     if spec.problem_type != "regression":
-        proba = pd.DataFrame({str(c): table[f"proba_{c}"] for c in classes})
-    return score(spec.problem_type, str(spec.metric), table["truth"], table["prediction"], proba, classes)
+        proba = pd.DataFrame({str(c): table[proba_column(c)] for c in classes})
+    return score(spec.problem_type, str(spec.metric), table[TRUTH], table[PREDICTION], proba, classes)
 
 
 def _folder_mb(folder: Path) -> float:
@@ -201,37 +182,54 @@ def run_job(
     leased = cpu_cores is None
     cores = resources.CORE_POOL.acquire(job.budget.cores) if leased else list(cpu_cores or [])
     hard_limit = job.budget.time_s + (grace_seconds if grace_seconds is not None else grace_s(job, adapter))
-    payload = {
-        "job_key": job.key,
-        "job": job.to_dict(),
-        "spec": spec.model_dump(),
-        "params": params,
-        "cpus": cores,
-        "threads": len(cores) or job.budget.cores,
-        "gpus": devices,
-        "hard_limit_s": hard_limit,
-        "latency_calls": _latency_setting(LATENCY_CALLS_ENV, LATENCY_CALLS),
-        "latency_max_s": _latency_setting(LATENCY_MAX_S_ENV, LATENCY_MAX_S),
-        "launched_unix": time.time(),
-        "python": str(environment.python) if environment else "",
-    }
-    (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2, default=str))
+    request = JobRequest(
+        job_key=job.key, job=job, spec=spec, params=params, cpus=cores,
+        threads=len(cores) or job.budget.cores, gpus=devices, hard_limit_s=hard_limit,
+        latency_calls=int(_latency_setting(LATENCY_CALLS_ENV, LATENCY_CALLS)),
+        latency_max_s=_latency_setting(LATENCY_MAX_S_ENV, LATENCY_MAX_S),
+        launched_unix=time.time(), python=str(environment.python) if environment else "",
+    )
+    request.write(job_dir / JOB_FILE)
     try:
-        watched = _watch(job, job_dir, payload["threads"], devices, hard_limit,
-                         environment.python if environment else None)
+        supervised = supervise(_worker_child(request, job_dir, environment.python if environment else None),
+                               _limits(job, job_dir, hard_limit))
     finally:
         if leased:
             resources.CORE_POOL.release(cores)
     if environment is not None:
         record_environment(job_dir / MODEL_DIR, environment)
-    return _complete(result, spec, job_dir, watched, cores, entered, payload["launched_unix"], job.fold)
+    return _complete(result, spec, job_dir, supervised, cores, entered, request.launched_unix, job.fold)
+
+
+def _worker_child(request: JobRequest, job_dir: Path, python: Path | None) -> Child:
+    """The job's worker: warm when it may be (tasks/launch.py), in its job folder, on its GPUs only."""
+    return Child(module=WORKER_MODULE, folder=job_dir, log=job_dir / LOG_FILE, cwd=job_dir,
+                 threads=request.threads, gpus=list(request.gpus), python=python, warm=True)
+
+
+def _limits(job: Job, job_dir: Path, hard_limit: float) -> Limits:
+    """The hard limit, and the budget's memory_mb plus the worker's copy of the fold's data (the
+    budget is the framework's, not the harness's)."""
+    memory_mb = job.budget.memory_mb
+
+    def memory_reason(rss_mb: float, data_mb: float) -> str:
+        data = f" plus the {data_mb:.0f} MB of its loaded data" if data_mb else ""
+        return (f"killed by the watchdog: the job's processes used {rss_mb:.0f} MB, over the budget's "
+                f"memory_mb {memory_mb}{data}")
+
+    return Limits(
+        time_s=hard_limit, memory_mb=memory_mb, memory_reason=memory_reason,
+        timeout_reason=(f"killed by the watchdog at the hard limit of {hard_limit:.0f} s "
+                        f"(budget time_s {job.budget.time_s} + grace)"),
+        allowance_mb=lambda: _data_load_mb(job_dir),
+    )
 
 
 def _data_load_mb(job_dir: Path) -> float:
     """The memory the worker's loaded fold takes (it writes it once loaded), 0 before that."""
     try:
-        return float(json.loads((job_dir / DATA_LOAD_FILE).read_text())["data_mb"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return DataLoad.read(job_dir / DATA_LOAD_FILE).data_mb
+    except (OSError, ValueError):  # not written yet, or being written: pydantic's errors are ValueErrors
         return 0.0
 
 
@@ -248,119 +246,69 @@ def _latency_setting(variable: str, default: float) -> float:
     return value
 
 
-def _watch(job: Job, job_dir: Path, threads: int, devices: list[int], hard_limit: float,
-           python: Path | None = None) -> Watched:
-    """Start the worker (with `python`, a framework environment's, or this one) and watch it until
-    it exits or the watchdog kills it."""
-    verdict: tuple[str, str] | None = None
-    harness_mb = 0.0  # the worker's copy of the fold's data: not the framework's budget
-    gpu_sampler = resources.GpuSampler(devices) if devices else None
-    started = time.monotonic()
-    child, launcher = start_worker(job_dir, child_environment(threads, devices), job_dir / LOG_FILE, python)
-    sampler = resources.ProcessTreeSampler(child.pid)
-    if gpu_sampler:
-        gpu_sampler.__enter__()
-    try:
-        while True:
-            # Sample first: a job shorter than one interval still leaves a sample in its series.
-            rss_mb = sampler.sample()
-            elapsed = time.monotonic() - started
-            harness_mb = harness_mb or _data_load_mb(job_dir)
-            if rss_mb > job.budget.memory_mb + harness_mb:
-                verdict = ("memory", f"killed by the watchdog: the job's processes used {rss_mb:.0f} MB, "
-                           f"over the budget's memory_mb {job.budget.memory_mb}"
-                           + (f" plus the {harness_mb:.0f} MB of its loaded data" if harness_mb else ""))
-            elif elapsed > hard_limit:
-                verdict = ("timeout", f"killed by the watchdog at the hard limit of {hard_limit:.0f} s "
-                           f"(budget time_s {job.budget.time_s} + grace)")
-            if verdict:
-                resources.kill_tree(child.pid)
-                child.wait()
-                break
-            try:
-                # Wait for the exit itself (never judge by poll() when output closes).
-                child.wait(timeout=SAMPLE_INTERVAL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-    finally:
-        exited_unix = time.time()
-        if child.poll() is None:  # the parent itself is being interrupted
-            resources.kill_tree(child.pid)
-            child.wait()
-        # Whatever the job started and left behind goes too: its process group (the worker leaves
-        # without waiting for helpers) and processes once seen in its tree (a crashed worker's JVM).
-        resources.kill_group(child.pid)
-        leftovers = sampler.leftovers()
-        if leftovers:
-            resources.kill_tree(child.pid, also=leftovers)
-        if gpu_sampler:
-            gpu_sampler.__exit__(None, None, None)
-    gpu_costs = gpu_sampler.summary() if gpu_sampler else {}
-    gpu_samples = gpu_sampler.series.samples if gpu_sampler else []
-    return Watched(child.wait(), sampler, launcher, exited_unix, verdict, gpu_costs, gpu_samples)
-
-
 def _complete(
-    result: JobResult, spec: DatasetSpec, job_dir: Path, watched: Watched, cores: list[int],
+    result: JobResult, spec: DatasetSpec, job_dir: Path, watched: Supervised, cores: list[int],
     entered: float, launched_unix: float, fold: int,
 ) -> JobResult:
-    """Merge what the worker wrote with what the watchdog saw, score, save the final result."""
+    """Merge what the worker wrote with what the supervisor saw, score, save the final result."""
     host, gpu, started_utc = result.host, result.gpu, result.started_utc
     worker_wrote = (job_dir / RESULT_FILE).is_file()
     if worker_wrote:
         result = JobResult.load(job_dir)
         result.host, result.gpu, result.started_utc = host, gpu, started_utc
-    result.info["cores"] = cores
-    result.info["launcher"] = watched.launcher
+    info = result.typed_info()
+    info.cores = cores
+    info.launcher = watched.launcher
 
     stage = _read(job_dir, STAGE_FILE).strip()
     where = f" while {stage}" if stage and stage != "done" else ""
     log_tail = error_tail(_read(job_dir, LOG_FILE))
     status, error = result.status, result.error
     if watched.verdict is not None:
-        status, reason = watched.verdict
-        error = f"{reason}{where}.\n{log_tail}".strip()
+        status = watched.verdict.status
+        error = f"{watched.verdict.reason}{where}.\n{log_tail}".strip()
     elif not worker_wrote:
         # The child could not even record its failure: a segfault, an abort, a broken import.
         status, error = "failed", f"{_describe_exit(watched.returncode)}{where}.\n{log_tail}".strip()
     elif status == "ok":
         try:
-            result.scores = _score(job_dir, spec, result.info.get("classes", []), fold)
+            result.scores = _score(job_dir, spec, info.classes or [], fold)
         except Exception as exc:  # noqa: BLE001 - predictions the harness cannot score fail the job
             status, error = "failed", f"scoring the predictions failed: {type(exc).__name__}: {exc}"
-    result.costs = _costs(result, job_dir, watched, time.monotonic() - entered)
-    stages = result.info.pop("stage_started_unix", {})
-    result.info["timeline_s"] = _timeline(stages, launched_unix, watched.exited_unix)
-    _write_series(job_dir, result, watched, stages, launched_unix)
+    result.costs = _costs(result, info, job_dir, watched, time.monotonic() - entered)
+    stages = info.stage_started_unix or {}
+    info.timeline_s = _timeline(stages, launched_unix, watched.exited_unix)
+    _write_series(job_dir, info, watched, stages, launched_unix)
+    # Kept in the timeline and the curve's file: the info loses both.
+    result.info = {k: v for k, v in info.to_json().items() if k not in ("stage_started_unix", CURVE_INFO_KEY)}
     return _finish(result, job_dir, status, error)
 
 
-def _write_series(job_dir: Path, result: JobResult, watched: Watched, stages: dict[str, float],
+def _write_series(job_dir: Path, info: JobInfo, watched: Supervised, stages: dict[str, float],
                   launched_unix: float) -> None:
-    """The watchdog's samples as resources.csv, and a framework's training curve (when it records
+    """The supervisor's samples as resources.csv, and a framework's training curve (when it records
     one) as training_curve.csv: the series `compare` aligns between two executions."""
     stages = {**stages, "worker exited": watched.exited_unix}
     samples = resources.series_frame(watched.sampler.series.samples, watched.gpu_samples, stages,
                                      launched_unix)
     if not samples.empty:
         samples.to_csv(job_dir / resources.SERIES_FILE, index=False)
-    curve = result.info.pop(CURVE_INFO_KEY, None)
+    curve = (info.model_extra or {}).get(CURVE_INFO_KEY)
     if curve:
         pd.DataFrame(curve).to_csv(job_dir / TRAINING_CURVE_FILE, index=False)
 
 
-def _costs(result: JobResult, job_dir: Path, watched: Watched, duration_s: float) -> dict[str, float]:
-    """The worker's timings plus what only the watchdog knows: wall time, memory, CPU, GPU."""
-    usage = result.info.get("worker_usage", {})
+def _costs(result: JobResult, info: JobInfo, job_dir: Path, watched: Supervised,
+           duration_s: float) -> dict[str, float]:
+    """The worker's timings plus what only the supervisor knows: wall time, memory, CPU, GPU."""
+    usage = info.worker_usage or WorkerUsage()
     costs = dict(result.costs)
     costs["duration_s"] = duration_s
-    costs["peak_rss_mb"] = max(watched.sampler.peak_rss_mb, usage.get("peak_rss_mb", 0.0))
-    costs["cpu_s"] = max(watched.sampler.cpu_s, usage.get("cpu_s", 0.0))
+    costs["peak_rss_mb"] = max(watched.sampler.peak_rss_mb, usage.peak_rss_mb)
+    costs["cpu_s"] = max(watched.sampler.cpu_s, usage.cpu_s)
     costs.update(watched.gpu_costs)
-    measured = sum(costs.get(k, 0.0) for k in ("fit_s", "predict_s")) + sum(
-        result.info.get(k, 0.0) for k in ("predict_proba_s", "latency_measure_s")
-    )
+    measured = sum(costs.get(k, 0.0) for k in ("fit_s", "predict_s")) + (info.predict_proba_s or 0.0) + (
+        info.latency_measure_s or 0.0)
     costs["overhead_s"] = max(0.0, duration_s - measured)
     if (job_dir / MODEL_DIR).is_dir():
         costs["model_size_mb"] = _folder_mb(job_dir / MODEL_DIR)

@@ -3,9 +3,10 @@
 ``AUTOML_EVAL_LAUNCHER`` chooses: ``warm`` (the default on Linux) forks each worker from one
 preloaded server per harness process (tasks/forkserver.py), so a job does not pay for importing
 numpy, pandas, scipy and scikit-learn again; ``cold`` starts ``python -m tasks.worker`` afresh.
-Either way the worker is a process of its own, in its own session, that the watchdog samples and
-kills as a tree, and its exit status comes from a real wait on it (waitpid in the server), never
-from a guess. If the warm server cannot start a worker, the job starts cold and the log says why.
+Either way the worker is a process of its own, in its own session, that the supervisor
+(tasks/supervise.py) samples and kills as a tree, and its exit status comes from a real wait on it
+(waitpid in the server), never from a guess. If the warm server cannot start a worker, the job
+starts cold and the log says why.
 
 A job in a framework environment of its own (tasks/frameworks/environments.py) runs with that
 environment's interpreter: cold, or forked from a warm server of that interpreter, started on the
@@ -40,12 +41,13 @@ READY_TIMEOUT_S = 120.0  # the preload takes ~1 s; much longer only on a machine
 START_TIMEOUT_S = 30.0  # a fork answers in milliseconds
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 SERVER_MODULE = "tasks.forkserver"
+WORKER_MODULE = "tasks.worker"
 
 logger = logging.getLogger(__name__)
 
 
 class WorkerProcess(Protocol):
-    """What the watchdog needs of a started worker (subprocess.Popen has it too)."""
+    """What the supervisor needs of a started worker (subprocess.Popen has it too)."""
 
     pid: int
 
@@ -79,13 +81,14 @@ def chosen_launcher() -> str:
     return choice
 
 
-def start_cold(job_dir: Path, env: dict[str, str], log_path: Path,
-               python: Path | None = None) -> subprocess.Popen[bytes]:
+def start_cold(folder: Path, env: dict[str, str], log_path: Path, python: Path | None = None, *,
+               module: str = WORKER_MODULE, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """`python -m MODULE FOLDER` in a fresh interpreter (default: a job's worker, in its job folder)."""
     with open(log_path, "ab") as log:
         # Output goes to a file, not a pipe: no pipe to drain, nothing to block on at exit.
         return subprocess.Popen(
-            [str(python or sys.executable), "-m", "tasks.worker", str(job_dir)],
-            cwd=job_dir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [str(python or sys.executable), "-m", module, str(folder)],
+            cwd=cwd or folder, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: the kill reaches everything it starts
         )
 

@@ -1,8 +1,9 @@
 """JobResult: what one job produced, as plain data written to result.json in its job folder.
 
-The child writes it first (worker.py), the watchdog completes it (jobs.py), the harness adds the
-scores (metrics.py), and only then does tracking.py log it. Plain JSON so a parent and a child with
-different library versions always read each other.
+The child writes it first (worker.py), the supervisor's side completes it (jobs.py), the harness
+adds the scores (metrics.py), and only then does tracking.py log it. Plain JSON so a parent and a
+child with different library versions always read each other. Its `info` is typed by JobInfo: the
+harness's own fields, declared, next to the framework's (its model's info(), open-ended).
 """
 
 from __future__ import annotations
@@ -12,17 +13,60 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+# The prediction table's file and its forecast columns, from where they are defined.
+from tasks.predictions import FORECAST_ID as FORECAST_ID
+from tasks.predictions import FORECAST_TIME as FORECAST_TIME
+from tasks.predictions import PREDICTIONS_FILE as PREDICTIONS_FILE
+
 RESULT_FILE = "result.json"
-PREDICTIONS_FILE = "predictions.csv"
-# A forecast's predictions.csv also names each point's series and time (long format), next to
-# `truth` and `prediction`, then one column per quantile (q0.1, ...) when the framework gives them.
-FORECAST_ID, FORECAST_TIME = "series_id", "timestamp"
 MODEL_DIR = "model"
 # A framework that records a training curve returns it in its model's info() under this key, as
 # rows {"step", "elapsed_s", <score>}; the harness saves it as TRAINING_CURVE_FILE.
 CURVE_INFO_KEY = "training_curve"
 TRAINING_CURVE_FILE = "training_curve.csv"
 INPUT_EXAMPLE_FILE = "input_example.parquet"  # the first test rows, as the model's input example
+
+
+class WorkerUsage(BaseModel):
+    """The worker's own CPU seconds and peak RSS (with its reaped children's), from the kernel."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu_s: float = 0.0
+    peak_rss_mb: float = 0.0
+
+
+class JobInfo(BaseModel):
+    """JobResult.info: the harness's own fields, each set only when known (an unset one is not
+    written), and any other key a framework's model.info() gives (leaderboard, best model, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    # Written by the worker.
+    classes: list[Any] | None = None  # the class labels, in the order of the proba columns
+    params: dict[str, Any] | None = None  # the parameters the framework was given
+    affinity: list[int] | None = None  # the cores the worker really ran on
+    environment: dict[str, str] | None = None  # its thread variables and CUDA_VISIBLE_DEVICES
+    thread_pools: list[dict[str, Any]] | None = None  # the BLAS/OpenMP pools and their sizes
+    python: str | None = None  # the interpreter it ran
+    startup_s: float | None = None
+    predict_proba_s: float | None = None
+    predict_quantiles_s: float | None = None
+    latency_measure_s: float | None = None
+    stop_error: str | None = None  # the framework's stop() raised this
+    worker_usage: WorkerUsage | None = None
+    stage_started_unix: dict[str, float] | None = None  # the parent turns it into timeline_s
+    # Added by the parent from what it saw.
+    cores: list[int] | None = None  # the cores it was granted
+    launcher: str | None = None  # warm or cold (tasks/launch.py)
+    timeline_s: dict[str, float] | None = None  # seconds from the launch to each stage
+
+    def to_json(self) -> dict[str, Any]:
+        """As result.json keeps it: the fields that were set, then the framework's."""
+        # The framework's values as they are: JobResult.save writes what JSON cannot hold as text.
+        return self.model_dump(exclude_unset=True)
 
 
 @dataclass
@@ -34,13 +78,16 @@ class JobResult:
     scores: dict[str, float] = field(default_factory=dict)  # every metric + "result"
     costs: dict[str, float] = field(default_factory=dict)  # COST_METRICS names only
     gpu: dict[str, Any] = field(default_factory=dict)  # {"available": bool, "reason"/"model": str, ...}
-    info: dict[str, Any] = field(default_factory=dict)  # leaderboard models, params actually used, ...
+    info: dict[str, Any] = field(default_factory=dict)  # JobInfo.to_json(); read it with typed_info()
     host: dict[str, str] = field(default_factory=dict)  # host, cpu_model, gpu_model
     # Post-job evaluations (tasks/evaluations/): name -> {status, reason, metrics, files, wall_s}.
     # Their outcome never changes `status`, the job's own.
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)
     started_utc: str = ""
     ended_utc: str = ""
+
+    def typed_info(self) -> JobInfo:
+        return JobInfo.model_validate(self.info)
 
     def save(self, job_dir: Path) -> Path:
         path = job_dir / RESULT_FILE

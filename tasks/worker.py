@@ -11,35 +11,32 @@ fork server (tasks/forkserver.py), which has the harness's own imports already l
 
 from __future__ import annotations
 
-import contextlib
-import faulthandler
 import json
 import os
 import resource
 import shutil
-import signal
 import sys
 import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-JOB_FILE = "job.json"
+# Only the standard library, the child's start-up and plain names before the pin: numpy & co start
+# their thread pools at import, and those must start on the job's cores. The rest comes after it.
+from tasks.child_process import DATA_LOAD_FILE, JOB_FILE, begin, exit_now, failure_text
+from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, ROW, TRUTH, proba_column
+
+if TYPE_CHECKING:
+    from tasks.child_requests import JobRequest
+    from tasks.results import JobInfo
+
 STAGE_FILE = "stage.txt"  # the step the worker is in, so a kill can say where it happened
-# The worker's memory once its data is loaded, and what loading added (the watchdog grants that
-# on top of the budget's memory_mb: the budget is the framework's).
-DATA_LOAD_FILE = "data_load.json"
 WORK_DIR = "work"  # scratch space of the framework, removed once the model is saved
-ERROR_TAIL_LINES = 12
 
 
 def now_utc() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")  # MLflow keeps run times in ms
-
-
-def error_tail(text: str, lines: int = ERROR_TAIL_LINES) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 # When each stage began (unix time): the harness turns it into the job's timeline, which shows
@@ -69,19 +66,18 @@ def _latencies_ms(model: Any, X_test: Any, calls: int, max_s: float) -> list[flo
     return latencies
 
 
-def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: dict[str, Any]) -> None:
+def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobInfo) -> None:
     """Everything a job does; raises on any failure (the caller records it)."""
+    # After the pin (see the top of this module): these start thread pools or import ones that do.
     import numpy as np
     import pandas as pd
 
+    from tasks.child_requests import DataLoad
     from tasks.data.fold_data import load_fold
     from tasks.frameworks.registry import get_adapter, write_model_identity
-    from tasks.plan import Job
-    from tasks.results import FORECAST_ID, FORECAST_TIME, INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE
-    from tasks.specs import DatasetSpec
+    from tasks.results import INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE
 
-    job = Job.from_dict(payload["job"])
-    spec = DatasetSpec(**payload["spec"])
+    job, spec = request.job, request.spec
     adapter = get_adapter(job.framework)
 
     mark_stage(job_dir, "loading data")
@@ -93,18 +89,17 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     costs.update(train_rows=float(len(X_train)), test_rows=float(len(X_test)))
     costs["data_load_s"] = time.perf_counter() - started
     # The harness's own share of the job's memory: the budget's memory_mb is the framework's.
-    costs["data_load_rss_mb"] = _own_usage()["peak_rss_mb"]
+    costs["data_load_rss_mb"] = _own_usage()[1]
     # What loading added is the data's copy in the harness: the watchdog grants it on top of memory_mb.
     data_mb = max(0.0, costs["data_load_rss_mb"] - resident_before_mb)
-    (job_dir / DATA_LOAD_FILE).write_text(json.dumps({"data_load_rss_mb": costs["data_load_rss_mb"],
-                                                      "data_mb": data_mb}))
-    info["classes"] = list(classes)
+    DataLoad(data_load_rss_mb=costs["data_load_rss_mb"], data_mb=data_mb).write(job_dir / DATA_LOAD_FILE)
+    info.classes = list(classes)
 
-    params = dict(payload.get("params", {}))
-    info["params"] = params
+    params = dict(request.params)
+    info.params = params
     # What the child really runs under (the parent set it): the record to check enforcement by.
-    info["affinity"] = sorted(os.sched_getaffinity(0))
-    info["environment"] = {
+    info.affinity = sorted(os.sched_getaffinity(0))
+    info.environment = {
         name: os.environ.get(name, "")
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
     }
@@ -115,7 +110,7 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     mark_stage(job_dir, "starting the framework")
     started = time.perf_counter()
     adapter.start(budget, workdir)
-    info["startup_s"] = time.perf_counter() - started
+    info.startup_s = time.perf_counter() - started
 
     mark_stage(job_dir, "fitting")
     started = time.perf_counter()
@@ -129,22 +124,20 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     predictions = model.predict(X_test)
     costs["predict_s"] = time.perf_counter() - started
     costs["throughput_rows_s"] = len(X_test) / max(costs["predict_s"], 1e-9)
-    table = pd.DataFrame(
-        {"row": test_rows, "truth": y_test.to_numpy(), "prediction": np.asarray(predictions)}
-    )
+    table = pd.DataFrame({ROW: test_rows, TRUTH: y_test.to_numpy(), PREDICTION: np.asarray(predictions)})
     if task.is_classification:
         started = time.perf_counter()
         proba = model.predict_proba(X_test)
-        info["predict_proba_s"] = time.perf_counter() - started
+        info.predict_proba_s = time.perf_counter() - started
         for label in classes:
-            table[f"proba_{label}"] = proba[label].to_numpy(dtype=float)
+            table[proba_column(label)] = proba[label].to_numpy(dtype=float)
     if task.forecast is not None:
         # Long format: series id and timestamp next to each point forecast, then its quantiles.
         table.insert(1, FORECAST_ID, X_test[task.forecast.id].to_numpy())
         table.insert(2, FORECAST_TIME, X_test[task.forecast.timestamp].to_numpy())
         started = time.perf_counter()
         quantiles = model.predict_quantiles(X_test)
-        info["predict_quantiles_s"] = time.perf_counter() - started
+        info.predict_quantiles_s = time.perf_counter() - started
         for column in quantiles.columns if quantiles is not None else []:
             table[column] = quantiles[column].to_numpy(dtype=float)
 
@@ -156,13 +149,13 @@ def run(job_dir: Path, payload: dict[str, Any], costs: dict[str, float], info: d
     _save_input_example(X_test, job_dir / INPUT_EXAMPLE_FILE)
     costs["models_count"] = float(model.models_count)
     costs["fit_rows"] = float(model.fit_rows if model.fit_rows is not None else len(X_train))
-    info.update(model.info())
+    for key, value in model.info().items():  # the framework's own (JobInfo keeps unknown keys)
+        setattr(info, key, value)
 
     mark_stage(job_dir, "measuring latency")
     started = time.perf_counter()
-    latencies = _latencies_ms(model, X_test, int(payload.get("latency_calls", 100)),
-                              float(payload.get("latency_max_s", 3.0)))
-    info["latency_measure_s"] = time.perf_counter() - started
+    latencies = _latencies_ms(model, X_test, request.latency_calls, request.latency_max_s)
+    info.latency_measure_s = time.perf_counter() - started
     costs["latency_calls"] = float(len(latencies))
     costs["latency_p50_ms"] = float(np.percentile(latencies, 50))
     costs["latency_p99_ms"] = float(np.percentile(latencies, 99))
@@ -202,13 +195,11 @@ def _own_peak_rss_kib() -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # not Linux: the kernel's figure
 
 
-def _own_usage() -> dict[str, float]:
-    """This process's (and its reaped children's) CPU seconds and peak RSS, from the kernel."""
+def _own_usage() -> tuple[float, float]:
+    """This process's (and its reaped children's) CPU seconds and peak RSS in MB, from the kernel."""
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {
-        "cpu_s": me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime,
-        "peak_rss_mb": max(_own_peak_rss_kib(), children.ru_maxrss) / 1024,  # Linux reports KiB
-    }
+    cpu_s = me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+    return cpu_s, max(_own_peak_rss_kib(), children.ru_maxrss) / 1024  # Linux reports KiB
 
 
 def _limit_thread_pools(threads: int) -> list[dict[str, Any]]:
@@ -217,80 +208,55 @@ def _limit_thread_pools(threads: int) -> list[dict[str, Any]]:
     The thread variables only reach libraries loaded after they are set; in a worker forked from
     the warm server numpy's OpenBLAS and scikit-learn's OpenMP are loaded already.
     """
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_info, threadpool_limits  # after the pin, like numpy
 
     threadpool_limits(limits=threads)
     return [{"api": pool["internal_api"], "threads": pool["num_threads"]} for pool in threadpool_info()]
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this worker when the watchdog's process dies (no orphaned jobs)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the watchdog's own kill is all there is
-        pass
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 def main(argv: list[str]) -> int:
     entered = time.time()
-    # A native crash (segfault, abort) then leaves a Python traceback in the log for the parent.
-    faulthandler.enable()
     job_dir = Path(argv[1]).resolve()
-    payload = json.loads((job_dir / JOB_FILE).read_text())
-    _die_with_parent()
-    # Pin first, before numpy & co start their thread pools.
-    if payload.get("cpus"):
-        os.sched_setaffinity(0, payload["cpus"])
+    raw_request = json.loads((job_dir / JOB_FILE).read_text())
+    # Pinned first, before numpy & co start their thread pools; then it dies with its supervisor.
+    begin(raw_request.get("cpus"))
     _stage_started.clear()
     _stage_started["worker started"] = entered
 
+    # After the pin (see the top of this module): they import pydantic, the framework registry, ...
+    from tasks.child_requests import JobRequest
     from tasks.frameworks.registry import get_adapter
-    from tasks.results import JobResult
+    from tasks.results import JobInfo, JobResult, WorkerUsage
 
-    result = JobResult(job_key=payload["job_key"], started_utc=now_utc())
+    request = JobRequest.from_json(raw_request)
+    result = JobResult(job_key=request.job_key, started_utc=now_utc())
     costs: dict[str, float] = {}
-    info: dict[str, Any] = {}
+    info = JobInfo()
     adapter = None
     try:
-        info["thread_pools"] = _limit_thread_pools(int(payload.get("threads") or 1))
-        adapter = get_adapter(payload["job"]["framework"])
+        info.thread_pools = _limit_thread_pools(request.threads or 1)
+        adapter = get_adapter(request.job.framework)
         # The version this interpreter imports: a framework environment's, or the main one's.
         result.framework_version = adapter.version() or ""
-        info["python"] = sys.executable
-        run(job_dir, payload, costs, info)
+        info.python = sys.executable
+        run(job_dir, request, costs, info)
         result.status = "ok"
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
         result.status = "failed"
-        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        result.error = f"{first}\n{error_tail(traceback.format_exc())}"
+        result.error = failure_text(exc, traceback.format_exc())
     finally:
         if adapter is not None:
             try:
                 adapter.stop()
             except Exception as exc:  # noqa: BLE001
-                info["stop_error"] = repr(exc)
-    info["worker_usage"] = _own_usage()
+                info.stop_error = repr(exc)
+    cpu_s, peak_rss_mb = _own_usage()
+    info.worker_usage = WorkerUsage(cpu_s=cpu_s, peak_rss_mb=peak_rss_mb)
     mark_stage(job_dir, "done")
-    info["stage_started_unix"] = dict(_stage_started)
-    result.costs, result.info, result.ended_utc = costs, info, now_utc()
+    info.stage_started_unix = dict(_stage_started)
+    result.costs, result.info, result.ended_utc = costs, info.to_json(), now_utc()
     result.save(job_dir)
     return 0 if result.status == "ok" else 1
-
-
-def exit_now(code: int) -> None:
-    """Leave without the interpreter's teardown: everything the job owes is on disk, and tearing
-    down torch, AutoGluon or H2O modules takes seconds that are nobody's fit or predict. Anything
-    the job left running is the watchdog's to kill (it ends the job's process group)."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ import urllib.request
 from pathlib import Path
 
 from tasks import resources
+from tasks.child_process import die_with_parent, error_tail
 from tasks.launch import PACKAGE_ROOT, python_environment
-from tasks.worker import _die_with_parent, error_tail
 
 HOST = "127.0.0.1"  # loopback only: nothing outside this machine reaches the server
 SERVER_LOG = "server.log"
@@ -125,7 +125,7 @@ class ScoringServer:
                 start_new_session=True,  # its own process group: the stop reaches all its workers
                 # Killed with the evaluation's process, which a watchdog may SIGKILL (the CLI in
                 # turn asks Linux to SIGTERM uvicorn when it goes).
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         if self.cores:
             # Before the CLI (seconds of imports) starts uvicorn: its workers inherit the affinity.

@@ -178,10 +178,10 @@ def _write_bodies(context: EvaluationContext, path: Path) -> list[bytes]:
 
 def _run_load(context: EvaluationContext, settings: ServingSettings, url: str,
               cores: list[int]) -> dict[str, Any]:
+    from tasks.child_process import die_with_parent
     from tasks.evaluations._scoring_server import ServingFailure
     from tasks.evaluations._serving_load import LOAD_RESULT
     from tasks.launch import PACKAGE_ROOT, python_environment
-    from tasks.worker import _die_with_parent
 
     folder = context.folder
     time_s = max(1.0, context.time_left_s() - 5.0)
@@ -200,13 +200,13 @@ def _run_load(context: EvaluationContext, settings: ServingSettings, url: str,
             completed = subprocess.run(command, cwd=PACKAGE_ROOT, env=python_environment(1),
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        timeout=time_s + LOAD_GRACE_S, check=False,
-                                       preexec_fn=_die_with_parent)
+                                       preexec_fn=die_with_parent)
         except subprocess.TimeoutExpired:
             raise ServingFailure(f"the load generator overran its limit of {time_s + LOAD_GRACE_S:.0f} "
                                  "s") from None
     result_path = folder / LOAD_RESULT
     if completed.returncode != 0 or not result_path.is_file():
-        from tasks.worker import error_tail
+        from tasks.child_process import error_tail
 
         tail = error_tail((folder / LOAD_LOG).read_text(errors="replace"))
         raise ServingFailure(f"the load generator exited with code {completed.returncode}:\n{tail}")

@@ -1,8 +1,9 @@
 """The post-job stage: run a suite's enabled evaluations on a finished job's saved model.
 
 Each evaluation runs in a process of its own (``python -m tasks.evaluations.child``), in its own
-session, pinned to the job's cores and held to the job's memory, under its own time limit from
-the suite's block (``time_s``, plus the evaluation's grace), never the search budget's. It writes
+session, pinned to the job's cores and held to the job's memory by the supervisor that watches
+jobs too (tasks/supervise.py), under its own time limit from the suite's block (``time_s``, plus
+the evaluation's grace), never the search budget's. It writes
 JOB_DIR/evaluations/NAME/ (result.json and its files) first; the job's result.json then carries a
 summary per evaluation, so tracking logs it with the job. Nothing here can change the job's own
 status: a failed, killed or crashed evaluation is recorded as such, and the suite goes on.
@@ -10,28 +11,27 @@ status: a failed, killed or crashed evaluation is recorded as such, and the suit
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from tasks import paths, resources
+from tasks import resources
+from tasks.child_process import error_tail
+from tasks.child_requests import REQUEST_FILE, EvaluationRequest
 from tasks.evaluations.base import EvaluationResult
-from tasks.evaluations.child import REQUEST_FILE
 from tasks.evaluations.registry import get_evaluation
-from tasks.launch import PACKAGE_ROOT, python_environment
+from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
+from tasks.frameworks.registry import get_adapter
+from tasks.launch import PACKAGE_ROOT
 from tasks.plan import Job
 from tasks.results import JobResult
 from tasks.specs import DatasetSpec
-from tasks.worker import error_tail
+from tasks.supervise import Child, Limits, supervise
 
 EVALUATIONS_DIR = "evaluations"  # JOB_DIR/evaluations/NAME/
 LOG_FILE = "evaluation.log"
-SAMPLE_INTERVAL_S = 0.25
+CHILD_MODULE = "tasks.evaluations.child"
 FAILED = ("failed", "timeout", "memory")
 
 logger = logging.getLogger("automl_eval.evaluations")
@@ -80,27 +80,21 @@ def _evaluate(name: str, block: dict[str, Any], job: Job, spec: DatasetSpec, job
 
     cores = resources.CORE_POOL.acquire(job.budget.cores)
     try:
-        request = {
-            "name": name,
-            "job": job.to_dict(),
-            "spec": spec.model_dump(),
-            "job_dir": str(job_dir),
-            "settings": settings.model_dump(),
-            "cores": cores,
-        }
-        (folder / REQUEST_FILE).write_text(json.dumps(request, indent=2, default=str))
+        EvaluationRequest(name=name, job=job, spec=spec, job_dir=job_dir, settings=settings.model_dump(),
+                          cores=cores).write(folder / REQUEST_FILE)
         limit_s = settings.time_s + evaluation.grace_s
-        verdict, returncode, wall_s = _watch(folder, len(cores) or job.budget.cores, job.budget.memory_mb,
-                                             limit_s)
+        child = Child(module=CHILD_MODULE, folder=folder, log=folder / LOG_FILE, cwd=PACKAGE_ROOT,
+                      threads=len(cores) or job.budget.cores)
+        supervised = supervise(child, _limits(job.budget.memory_mb, limit_s))
     finally:
         resources.CORE_POOL.release(cores)
+    verdict, returncode, wall_s = supervised.verdict, supervised.returncode, supervised.wall_s
     log = folder / LOG_FILE
     log_tail = error_tail(log.read_text(errors="replace")) if log.is_file() else ""
     if verdict is not None:
-        status, why = verdict
         outcome = EvaluationResult.load(folder) if (folder / "result.json").is_file() else EvaluationResult(
-            status=status)
-        outcome.status, outcome.reason = status, f"{why}.\n{log_tail}".strip()  # type: ignore[assignment]
+            status=verdict.status)
+        outcome.status, outcome.reason = verdict.status, f"{verdict.reason}.\n{log_tail}".strip()
     elif (folder / "result.json").is_file():
         outcome = EvaluationResult.load(folder)
     else:
@@ -117,9 +111,6 @@ def _evaluate(name: str, block: dict[str, Any], job: Job, spec: DatasetSpec, job
 def _made_elsewhere(job: Job) -> str | None:
     """Evaluations load the model in the main environment: one made in a framework environment of
     its own (another version of the framework) is not loaded there."""
-    from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
-    from tasks.frameworks.registry import get_adapter
-
     if not job.framework_version or get_adapter(job.framework).version() == job.framework_version:
         return None
     return (f"the model was made in the framework environment {job.framework_id}, and post-job "
@@ -127,43 +118,13 @@ def _made_elsewhere(job: Job) -> str | None:
             f"its requirements are in model/{MODEL_REQUIREMENTS_FILE}")
 
 
-def _watch(folder: Path, threads: int, memory_mb: int,
-           limit_s: float) -> tuple[tuple[str, str] | None, int, float]:
-    """Run the child and watch it: (verdict when killed, exit code, wall seconds)."""
-    env = python_environment(threads)
-    env["AUTOML_EVAL_HOME"] = str(paths.project_root())
-    started = time.monotonic()
-    with open(folder / LOG_FILE, "ab") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tasks.evaluations.child", str(folder)], cwd=PACKAGE_ROOT, env=env,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    sampler = resources.ProcessTreeSampler(child.pid)
-    verdict: tuple[str, str] | None = None
-    try:
-        while True:
-            try:
-                child.wait(timeout=SAMPLE_INTERVAL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            rss_mb = sampler.sample()
-            if rss_mb > memory_mb:
-                verdict = ("memory", f"killed: the evaluation's processes used {rss_mb:.0f} MB, over the "
-                                     f"budget's memory_mb {memory_mb}")
-            elif time.monotonic() - started > limit_s:
-                verdict = ("timeout",
-                           f"killed at the evaluation's limit of {limit_s:.0f} s (its time_s + grace)")
-            if verdict:
-                resources.kill_tree(child.pid)
-                break
-    finally:
-        if child.poll() is None:
-            resources.kill_tree(child.pid)
-        child.wait()
-        # Servers and load generators it started go too: its process group and anything seen in its tree.
-        resources.kill_group(child.pid)
-        leftovers = sampler.leftovers()
-        if leftovers:
-            resources.kill_tree(child.pid, also=leftovers)
-    return verdict, child.returncode, time.monotonic() - started
+def _limits(memory_mb: int, limit_s: float) -> Limits:
+    """The job's memory_mb for the whole evaluation (its servers and load generators included), and
+    the evaluation's own time limit."""
+
+    def memory_reason(rss_mb: float, _allowance_mb: float) -> str:
+        return (f"killed: the evaluation's processes used {rss_mb:.0f} MB, over the budget's "
+                f"memory_mb {memory_mb}")
+
+    return Limits(time_s=limit_s, memory_mb=memory_mb, memory_reason=memory_reason,
+                  timeout_reason=f"killed at the evaluation's limit of {limit_s:.0f} s (its time_s + grace)")

@@ -22,10 +22,10 @@ from typing import Any
 import mlflow.pyfunc
 import pandas as pd
 
+from tasks.predictions import PREDICTION as PREDICTION_COLUMN  # the columns of predictions.csv
+from tasks.predictions import PROBA_PREFIX
 from tasks.tracking.signature import signature_for
 
-PREDICTION_COLUMN = "prediction"  # the column names of predictions.csv (tasks/worker.py)
-PROBA_PREFIX = "proba_"
 HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, copied into the model
 # What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
 HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")

@@ -274,10 +274,10 @@ def test_gpu_job_is_skipped_with_a_reason_when_the_team_has_no_gpu(team: Team,
                     for job in cpu_jobs + gpu_jobs}
         dispatcher = choose_dispatcher()  # AUTOML_EVAL_MODE=team, as the stack's clients have it
         assert isinstance(dispatcher, TeamDispatcher)
-        outcomes = {o["job_key"]: o for o in dispatcher.run(cpu_jobs + gpu_jobs, contexts)}
+        outcomes = {o.job_key: o for o in dispatcher.run(cpu_jobs + gpu_jobs, contexts)}
 
-    assert outcomes[cpu_jobs[0].key]["status"] == "ok"
-    assert outcomes[gpu_jobs[0].key]["status"] == "skipped"
+    assert outcomes[cpu_jobs[0].key].status == "ok"
+    assert outcomes[gpu_jobs[0].key].status == "skipped"
     recorded = dict(team.job_runs(execution.execution_id))
     assert recorded == {cpu_jobs[0].key: "ok", gpu_jobs[0].key: "skipped"}
     (reason,) = team.sql(
