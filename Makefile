@@ -47,6 +47,7 @@ ui: setup  ## MLflow UI on the embedded store, http://127.0.0.1:5000; prints the
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports  # the layers of DESIGN.md, written in .importlinter
 
 team-up: setup  ## Prefect server, MLflow on PostgreSQL, two workers, on 127.0.0.1
 	bash scripts/team.sh up

@@ -26,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.paths import job_dir_for
 from tasks.plan import Job, make_jobs
 from tasks.results import JobResult
@@ -121,7 +122,7 @@ def resolve_plan(
     budget: str | None = None,
 ) -> Plan:
     """The suite with the caller's narrowing applied; every bad name is a UserError."""
-    loaded = load_suite(suite)
+    loaded = load_suite(suite, all_evaluations())
     if frameworks and isinstance(frameworks[0], dict):
         refs = [FrameworkRef(**entry) for entry in frameworks]  # as recorded by an execution
     else:
@@ -295,7 +296,7 @@ def check_execution_choice(suite: str, execution: str = "auto", retry_failed: bo
     """Before anything runs: the execution to resume or retry must exist (one sentence if not)."""
     from tasks.tracking import log as tracking
 
-    name = load_suite(suite).name
+    name = load_suite(suite, all_evaluations()).name
     if retry_failed and tracking.latest_execution(name) is None:
         raise UserError(f"suite '{name}' has no execution to retry; run it first.")
     if execution not in ("auto", "new") and not tracking.is_execution_of(execution, name):

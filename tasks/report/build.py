@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.errors import UserError
-from tasks.multimodal.modality_table import modality_markdown, modality_table
 from tasks.report import (
     aggregate,
     amlb,
@@ -31,6 +30,7 @@ from tasks.report import (
 from tasks.report.explanations import ExplanationInputs
 from tasks.report.explanations import load_inputs as load_explanations
 from tasks.report.explanations import section as explain_section
+from tasks.report.modality_table import modality_markdown, modality_table
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
 REPORT_MD = "report.md"

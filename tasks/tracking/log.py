@@ -475,7 +475,8 @@ def _recorded_evaluations(tags: dict[str, str], metrics: dict[str, float]) -> di
     """The evaluations a job run records: status and reason from its tags, figures from its metrics."""
     import re
 
-    from tasks.vocabulary import evaluation_metrics, evaluation_tags, name_pattern
+    from tasks.evaluations.vocabulary import evaluation_metrics, evaluation_tags
+    from tasks.vocabulary import name_pattern
 
     evaluations: dict[str, dict[str, Any]] = {}
     for name, names in evaluation_metrics().items():

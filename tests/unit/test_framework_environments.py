@@ -11,6 +11,7 @@ from run_support.project import add_suites
 
 from tasks.environment_install import install, resolver_reason
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.environments import MARKER_FILE, EnvironmentSpec, FrameworkEnvironment, find_environment
 from tasks.plan import Job, make_jobs
 from tasks.specs import Budget, FrameworkRef, check_plain_names, load_suite
@@ -52,7 +53,7 @@ def test_a_version_that_is_not_plain_is_one_sentence_naming_the_field(data_home,
     suite = {"datasets": ["penguins"], "frameworks": [f"hgb@{version}"]}
     home = add_suites(data_home("penguins"), {"bad": suite})
     with pytest.raises(UserError, match=r"field 'frameworks\.0\.version'.*not a version") as caught:
-        load_suite("bad")
+        load_suite("bad", all_evaluations())
     assert str(home / "specs" / "suites" / "bad.yaml") in str(caught.value)
     with pytest.raises(UserError, match="field 'frameworks'"):
         check_plain_names("--frameworks", frameworks=[f"hgb@{version}"])
