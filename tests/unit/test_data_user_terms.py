@@ -219,7 +219,6 @@ def test_names_and_folders_that_would_escape_are_refused(home: Path) -> None:
 def _app():  # noqa: ANN202 - the typer app with every command group
     from flows import cli
 
-    cli._register_groups()
     return cli.app
 
 

@@ -275,7 +275,6 @@ def test_installing_several_environments_goes_past_one_that_fails_and_exits_2(
         return 1.0
 
     monkeypatch.setattr(environment_install, "install", fake_install)
-    cli._register_groups()
     outcome = CliRunner().invoke(cli.app, ["frameworks", "install", "hgb@1.7.2", "hgb@1.8.0"])
     assert tried == ["hgb@1.7.2", "hgb@1.8.0"]  # the second is installed after the first failed
     assert "error: installing framework environment 'hgb@1.7.2' failed: no wheel." in outcome.output
