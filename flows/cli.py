@@ -104,7 +104,7 @@ err_console = Console(stderr=True)
 
 @app.callback()
 def _root() -> None:
-    """The root group's own step: none; its commands come from COMMANDS."""
+    """Nothing to do before a command; a callback is what makes typer build a group of the app."""
 
 
 def main() -> None:

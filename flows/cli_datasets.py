@@ -174,10 +174,6 @@ def validate_command(
         sys.exit(1)
 
 
-# Exit codes go through sys.exit: the root app runs click with standalone_mode=False, which turns
-# typer.Exit into a return value instead of the process's exit status.
-
-
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
     app.add_typer(datasets_app, name="datasets")
