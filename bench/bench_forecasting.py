@@ -25,11 +25,12 @@ def _setting(name: str, default: str) -> str:
 def main() -> None:
     from tasks.data.fold_data import load_fold
     from tasks.data.versions import data_version
+    from tasks.evaluations.registry import all_evaluations
     from tasks.jobs import run_job
     from tasks.plan import Job
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec, load_suite
 
-    suite = load_suite(_setting("SUITE", "forecasting"))
+    suite = load_suite(_setting("SUITE", "forecasting"), all_evaluations())
     budget = load_budget(_setting("BUDGET", suite.budget))
     datasets = _setting("DATASETS", ",".join(suite.datasets)).split(",")
     frameworks = [FrameworkRef.parse(text) for text in _setting("FRAMEWORKS", "").split(",") if text] or [

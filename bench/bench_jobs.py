@@ -81,12 +81,13 @@ def _figures(rows: list[dict[str, object]]) -> dict[str, float]:
 
 
 def main() -> dict[str, float]:
+    from tasks.evaluations.registry import all_evaluations
     from tasks.jobs import run_job
     from tasks.launch import chosen_launcher
     from tasks.plan import make_jobs
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec, load_suite
 
-    suite = load_suite(_setting("SUITE", "smoke"))
+    suite = load_suite(_setting("SUITE", "smoke"), all_evaluations())
     budget = load_budget(_setting("BUDGET", suite.budget))
     wanted = _setting("FRAMEWORKS", "")
     frameworks = [FrameworkRef.parse(n) for n in wanted.split(",")] if wanted else suite.frameworks

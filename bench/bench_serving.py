@@ -33,12 +33,13 @@ def _job_folders(root: Path) -> list[Path]:
 
 def _serve_fresh(scratch: Path) -> list[Path]:
     from tasks.data.build import build
+    from tasks.evaluations.registry import all_evaluations
     from tasks.evaluations.stage import run_evaluations
     from tasks.jobs import run_job
     from tasks.plan import Job
     from tasks.specs import load_budget, load_dataset_spec, load_suite
 
-    suite = load_suite("serving")
+    suite = load_suite("serving", all_evaluations())
     block = suite.evaluation_blocks()["serving"] | {"duration_s": 5.0, "time_s": 240}
     spec = load_dataset_spec("breast_cancer")
     build([spec.name])

@@ -27,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.paths import job_dir_for
 from tasks.plan import Job, MetricOptimiser, check_suite_metrics, make_jobs
 from tasks.report import jobs as job_table
@@ -146,7 +147,7 @@ def resolve_plan(
     budget: str | None = None,
 ) -> Plan:
     """The suite with the caller's narrowing applied; every bad name is a UserError."""
-    loaded = load_suite(suite)
+    loaded = load_suite(suite, all_evaluations())
     if frameworks and isinstance(frameworks[0], dict):
         refs = [FrameworkRef(**entry) for entry in frameworks]  # as recorded by an execution
     else:
@@ -296,7 +297,7 @@ def _artifact_key(suite: str, kind: str) -> str:
 
 def check_execution_choice(suite: str, execution: str = "auto", retry_failed: bool = False) -> None:
     """Before anything runs: the execution to resume or retry must exist (one sentence if not)."""
-    name = load_suite(suite).name
+    name = load_suite(suite, all_evaluations()).name
     if retry_failed and latest_execution(name) is None:
         raise UserError(f"suite '{name}' has no execution to retry; run it first.")
     if execution not in ("auto", "new") and not is_execution_of(execution, name):

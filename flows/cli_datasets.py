@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -13,9 +13,10 @@ from rich.table import Table
 
 from flows.output import print_json, print_table
 from tasks import paths
-
-if TYPE_CHECKING:  # DVC's side is imported by the commands that use it, so `--help` stays fast
-    from tasks.data.pipeline import Stale
+from tasks.data.build import build, pipeline_skipped
+from tasks.data.catalog import catalog_rows
+from tasks.data.pipeline import Stale, drift_sentence, has_pipeline, lock_drift, reproduce, stale
+from tasks.data.validate import validate_all
 
 console = Console()
 datasets_app = typer.Typer(
@@ -51,9 +52,6 @@ def build_command(
 
     Then `dvc repro`: DVC runs dvc.yaml's stages that are out of date and records them in dvc.lock.
     """
-    from tasks.data.build import build, pipeline_skipped
-    from tasks.data.pipeline import has_pipeline
-
     started = time.perf_counter()
     report = build(names, use_dvc=not no_dvc, pin=pin, file_format=file_format)
     table = Table("dataset", "rows", "columns", "from", "written", title=f"datasets/: {report.route}")
@@ -113,8 +111,6 @@ def build_command(
 
 def _reproduce_pipeline() -> None:
     """`dvc repro`, then `dvc status`: the stages' own output, then one line each."""
-    from tasks.data.pipeline import reproduce, stale
-
     console.print("[dim]dvc repro: the stages of dvc.yaml that dvc.lock does not match yet ...[/]")
     outcome = reproduce()
     if outcome.error:
@@ -128,8 +124,6 @@ def _reproduce_pipeline() -> None:
 
 def _print_status(lines: list[Stale], committed: list[Stale] | None = None) -> None:
     """`dvc status` as sentences; exit 1 when anything is stale."""
-    from tasks.data.pipeline import drift_sentence
-
     for line in lines:
         console.print(f"[bold red]dvc status:[/] {line.sentence()}", highlight=False, soft_wrap=True)
     for line in committed or []:
@@ -147,8 +141,6 @@ def status_command(
     ),
 ) -> None:
     """`dvc status` of datasets.dvc and dvc.yaml's stages: one sentence per stale stage and file, exit 1."""
-    from tasks.data.pipeline import has_pipeline, lock_drift, stale
-
     if not has_pipeline():
         console.print("[yellow]no DVC pipeline here (.dvc/ or dvc.yaml missing): nothing to check.[/]")
         return
@@ -163,10 +155,6 @@ def list_command(
 
     A card that cannot be read is listed with its error; the others are listed as usual.
     """
-    from dataclasses import asdict
-
-    from tasks.data.catalog import catalog_rows
-
     rows = catalog_rows()
     if as_json:
         print_json([asdict(row) for row in rows])
@@ -196,8 +184,6 @@ def validate_command(
     names: list[str] | None = typer.Argument(None, help="Datasets to validate (default: every card)."),
 ) -> None:
     """Great Expectations gate: exit 0 when every dataset passes, 1 when one fails, 2 on unreadable input."""
-    from tasks.data.validate import validate_all
-
     outcomes = validate_all(names)
     for outcome in outcomes:
         if outcome.ok:
@@ -235,10 +221,6 @@ def validate_command(
         sys.exit(2)
     if failed:
         sys.exit(1)
-
-
-# Exit codes go through sys.exit: the root app runs click with standalone_mode=False, which turns
-# typer.Exit into a return value instead of the process's exit status.
 
 
 def register(app: typer.Typer) -> None:

@@ -11,15 +11,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.output import print_json, print_table
+from tasks import environment_install
 from tasks.errors import UserError
+from tasks.frameworks.environments import all_environments, declared, find_environment
+from tasks.frameworks.registry import all_adapters, get_adapter
+from tasks.specs import check_plain_names, split_framework_id
 
 console = Console()
 frameworks_app = typer.Typer(help="Framework adapters: what is installed here.", no_args_is_help=True)
 
 
 def _environment_rows(adapter: Any) -> list[dict[str, Any]]:
-    from tasks.frameworks.environments import declared
-
     rows = []
     for environment in declared(adapter):
         state = environment.state()
@@ -42,8 +44,6 @@ def list_command(
 ) -> None:
     """Each adapter with its version, or why it cannot run here (not installed, no Java), then each
     framework environment (NAME@VERSION), installed or not, with the command that installs it."""
-    from tasks.frameworks.registry import all_adapters
-
     if as_json:
         print_json([
             {
@@ -87,10 +87,6 @@ def list_command(
 
 
 def _chosen_environments(targets: list[str], every: bool) -> list[Any]:
-    from tasks.frameworks.environments import all_environments, declared, find_environment
-    from tasks.frameworks.registry import get_adapter
-    from tasks.specs import check_plain_names, split_framework_id
-
     if every:
         return all_environments()
     if not targets:
@@ -122,8 +118,6 @@ def install_command(
     reinstall: bool = typer.Option(False, "--reinstall", help="Replace environments already installed."),
 ) -> None:
     """Create .venvs/NAME-VERSION with the framework at that version (python -m venv, then pip)."""
-    from tasks.environment_install import install
-
     def progress(line: str) -> None:
         # markup=False: requirements such as autogluon.tabular[lightgbm,catboost] are not rich markup.
         console.print(line, highlight=False, soft_wrap=True, markup=False)
@@ -132,7 +126,7 @@ def install_command(
     failed: list[str] = []
     for environment in chosen:
         try:
-            install(environment, progress, reinstall=reinstall)
+            environment_install.install(environment, progress, reinstall=reinstall)
         except UserError as exc:
             if len(chosen) == 1:
                 raise

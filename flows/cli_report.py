@@ -5,11 +5,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from flows.output import frame_records, print_json
+from tasks.errors import UserError
+from tasks.paths import inside_project
+from tasks.report.build import build_report, default_folder, report_execution
+from tasks.report.compare import Thresholds
+from tasks.report.compare_markdown import diagnostic_rows, write_folder
+from tasks.report.compare_store import compare_executions, resolve_execution
+from tasks.report.explanations import compare_importance
+from tasks.tracking import read
 
 
 def _console() -> Console:
@@ -71,12 +80,6 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Print the across-datasets table as JSON."),
 ) -> None:
     """Leaderboard, ranks + Friedman/Nemenyi, Elo, Pareto fronts, stability and AMLB results.csv."""
-    from tasks.errors import UserError
-    from tasks.paths import inside_project
-    from tasks.report.build import build_report, default_folder, report_execution
-    from tasks.report.compare_store import resolve_execution
-    from tasks.tracking import read
-
     out = inside_project(out, "--out") if out is not None else None
     if list_executions:
         _print_executions(read.executions(suite=suite.partition("@")[0] if suite else None))
@@ -126,8 +129,6 @@ def report(
         _print_frame(console, robust.families.round(3), "Robustness AUC per corruption family")
     serving_table = result.folder / "serving_load.csv"
     if serving_table.is_file():  # served jobs: the load table (its figure is in the folder)
-        import pandas as pd
-
         _print_frame(console, pd.read_csv(serving_table).drop(columns=["p50_ms"]).round(3),
                      "Serving under load (closed loop: latency ms, requests/s, error rate)")
     where = f"; also attached to MLflow run {logged_on} as artifacts" if logged_on else ""
@@ -154,12 +155,6 @@ def compare(
 ) -> None:
     """Per dataset x framework: change, z-score vs the baseline's spread, regression, main factor,
     and where in the job (DTW-aligned resource series)."""
-    from tasks.paths import inside_project
-    from tasks.report.build import default_folder
-    from tasks.report.compare import Thresholds
-    from tasks.report.compare_markdown import diagnostic_rows, write_folder
-    from tasks.report.compare_store import compare_executions, resolve_execution
-
     out = inside_project(out, "--out") if out is not None else None
     base_id, cand_id = resolve_execution(base), resolve_execution(cand)
     result = compare_executions(
@@ -171,9 +166,6 @@ def compare(
     folder = write_folder(
         result, out or default_folder(f"compare-{base_id[:8]}-vs-{cand_id[:8]}"), base_id, cand_id
     )
-    from tasks.report.explanations import compare_importance
-    from tasks.tracking import read
-
     # Appends to compare.md when the runs were explained.
     base_runs, cand_runs = read.job_runs(execution_id=base_id), read.job_runs(execution_id=cand_id)
     shifts = compare_importance(base_runs, cand_runs, folder)

@@ -11,7 +11,6 @@ long-lived workers of flows/team_worker.py.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from typing import Any, Literal
@@ -19,7 +18,13 @@ from typing import Any, Literal
 from prefect import flow, tags
 from pydantic import Field
 
+from flows.benchmark import benchmark
 from tasks import paths
+from tasks.evaluations.registry import all_evaluations
+from tasks.frameworks.registry import all_adapters
+from tasks.report.compare_store import compare_with_previous_nightly
+from tasks.report.publish import publish_comparison, regression_state
+from tasks.specs import check_plain_names, load_budgets, load_suite
 
 logger = logging.getLogger("automl_eval.deployments")
 
@@ -34,8 +39,6 @@ def _names(folder_glob: str) -> tuple[str, ...]:
 
 def _budget_names() -> tuple[str, ...]:
     try:
-        from tasks.specs import load_budgets
-
         budgets = load_budgets()
     except Exception:  # a broken budgets.yaml is reported by the run itself, with the file named
         return ()
@@ -49,8 +52,6 @@ def _framework_choices() -> tuple[str, ...]:
     """The registry's frameworks, plus the `name:variant` ids the suites use."""
     choices: set[str] = set()
     try:
-        from tasks.frameworks.registry import all_adapters
-
         choices.update(all_adapters())
     except Exception as exc:  # an extra adapter that fails to load is reported when a run uses it
         logger.warning("framework choices without the registry: %s", exc)
@@ -59,12 +60,10 @@ def _framework_choices() -> tuple[str, ...]:
 
 
 def _suite_entries(field: str) -> set[str]:
-    from tasks.specs import load_suite
-
     entries: set[str] = set()
     for name in _names("suites/*.yaml"):
         try:
-            suite = load_suite(name)
+            suite = load_suite(name, all_evaluations())
         except Exception:  # a broken suite is reported when it runs
             continue
         if field == "frameworks":
@@ -115,8 +114,6 @@ def manual(
     this flow run, not a subflow, so its artifacts (leaderboard, summary, report) are on the run
     the user started.
     """
-    from flows.benchmark import benchmark
-    from tasks.specs import check_plain_names
 
     check_plain_names("manual form", suite=suite, frameworks=frameworks, datasets=datasets, budget=budget)
 
@@ -129,7 +126,6 @@ def nightly(suite: str = NIGHTLY_SUITE, team: str = "nightly") -> Any:
     """The nightly suite, always a fresh execution, then compared with the previous successful one.
 
     Ends Failed when the night regressed (the regression artifact and MLflow tags say where)."""
-    from flows.benchmark import benchmark
 
     with tags("nightly"):
         # In this flow run (not a subflow): the nightly's artifacts are on the run Prefect shows.
@@ -139,15 +135,8 @@ def nightly(suite: str = NIGHTLY_SUITE, team: str = "nightly") -> Any:
 
 
 def _compare_with_previous_nightly(outcome: dict[str, Any]) -> Any | None:
-    """The reports' nightly comparison where it is installed; else the `nightly` tags on this flow
-    run and the execution's team tag are what a later comparison finds. Returns a Failed state
-    when the night regressed, else None."""
-    if importlib.util.find_spec("tasks.report.compare_store") is None:
-        print(f"nightly execution {outcome.get('execution_id')} recorded (tagged 'nightly').")
-        return None
-    from tasks.report.compare_store import compare_with_previous_nightly
-    from tasks.report.publish import publish_comparison, regression_state
-
+    """The nightly comparison with the previous successful nightly, published as artifacts.
+    Returns a Failed state when the night regressed, else None."""
     comparison = compare_with_previous_nightly(outcome["execution_id"])
     publish_comparison(comparison, outcome["suite"])
     baseline = comparison.baseline_id or "nothing yet"

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.data import load
+from tasks.data.materialize import canonical_csv, save_folds, write_if_changed
 from tasks.errors import UserError
 from tasks.multimodal.cards import FEATURE_SEPARATOR, MultimodalCard, labels_path, multimodal_card
 from tasks.multimodal.clock import TIME, CleanStream, read_stream
@@ -211,7 +213,6 @@ def align_dataset(spec: DatasetSpec) -> AlignmentReport:
         table = table[[WINDOW_START, SEGMENT, *card.feature_columns(), spec.target]]
         save_table(spec, table)
         report.table = spec.file  # relative: the report is data, identical on every clone
-    from tasks.data.materialize import write_if_changed
 
     # Only rewritten when the figures change, so DVC re-hashes nothing on an unchanged dataset.
     content = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=float) + "\n"
@@ -336,8 +337,6 @@ def save_table(spec: DatasetSpec, table: pd.DataFrame) -> None:
     Folds come from the same function `automl-eval datasets build` uses, so the table has one
     assignment whichever step wrote it last.
     """
-    from tasks.data import load
-    from tasks.data.materialize import canonical_csv, save_folds, write_if_changed
 
     write_if_changed(spec.path, canonical_csv(table, spec))
     # Every modality combination gets the same folds file: scored on the same rows and folds.

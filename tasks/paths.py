@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tasks.errors import UserError
+
 if TYPE_CHECKING:
     from tasks.plan import Job
 
@@ -74,7 +76,6 @@ def inside_project(path: Path, field: str) -> Path:
 
     A folder a user names (`report --out`) must not lead the program to write elsewhere.
     """
-    from tasks.errors import UserError
 
     root = project_root()
     resolved = Path(path).resolve()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tasks import paths
 from tasks.errors import UserError
 from tasks.metric_registry import PROBLEM_TYPES, check_metric, default_metric
+from tasks.multimodal.combinations import combination_spec, expand_datasets
 
 # `forecasting`: many series, each forecast `horizon` steps ahead (its card's `forecast:` block,
 # tasks/forecasting/card.py, says which columns are the series id, the time and the value).
@@ -372,8 +374,6 @@ def load_dataset_spec(name_or_path: str | Path) -> DatasetSpec:
     """Load a card by name (specs/datasets/NAME.yaml) or by path; `NAME[STREAM+...]` is a modality
     combination of a multimodal card (tasks/multimodal/combinations.py)."""
     if "[" in str(name_or_path) and Path(name_or_path).suffix not in (".yaml", ".yml"):
-        from tasks.multimodal.combinations import combination_spec
-
         return combination_spec(str(name_or_path), load_dataset_spec)
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
@@ -420,15 +420,20 @@ def load_budget(name: str) -> Budget:
     return budgets[name]
 
 
-def _evaluation_settings(path: Path, data: dict[str, Any]) -> dict[str, Any]:
-    """Take each post-job evaluation's block out of a suite's fields, validated by its own model."""
-    from tasks.evaluations.registry import all_evaluations
+class SuiteBlock(Protocol):
+    """What a post-job evaluation offers a suite: the pydantic model of its block (`serving:`)."""
 
+    settings_model: type[BaseModel]
+
+
+def _evaluation_settings(path: Path, data: dict[str, Any],
+                         evaluations: Mapping[str, SuiteBlock]) -> dict[str, Any]:
+    """Take each post-job evaluation's block out of a suite's fields, validated by its own model."""
     if "evaluations" in data:
         raise UserError(f"{path}: unknown field 'evaluations'; give each evaluation its own top-level "
                         "block instead (e.g. `serving: {enabled: true}`).")
     settings = {}
-    for name, evaluation in all_evaluations().items():
+    for name, evaluation in evaluations.items():
         if name not in data:
             continue
         block = data.pop(name)
@@ -444,8 +449,12 @@ def _evaluation_settings(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def load_suite(name_or_path: str | Path) -> Suite:
-    """Load a suite by name (specs/suites/NAME.yaml) or path; check its budget and datasets exist."""
+def load_suite(name_or_path: str | Path, evaluations: Mapping[str, SuiteBlock]) -> Suite:
+    """Load a suite by name (specs/suites/NAME.yaml) or path; check its budget and datasets exist.
+
+    `evaluations` are the post-job evaluations by name whose blocks a suite may hold
+    (tasks.evaluations.registry.all_evaluations()): passed in, as the evaluations sit layers above.
+    """
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         _refuse_unplain("suite", str(name_or_path))
@@ -455,7 +464,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
             raise UserError(f"unknown suite '{name_or_path}': no file {path}; known suites: {known}.")
     data = _mapping(path)
     data.setdefault("name", path.stem)
-    data["evaluations"] = _evaluation_settings(path, data)
+    data["evaluations"] = _evaluation_settings(path, data, evaluations)
     try:
         suite = Suite(**data)
     except ValidationError as exc:
@@ -470,7 +479,5 @@ def load_suite(name_or_path: str | Path) -> Suite:
             known = ", ".join(_available(paths.dataset_cards_dir()))
             raise UserError(f"{path}: field 'datasets': unknown dataset '{dataset}'; known: {known}.")
     if (suite.model_extra or {}).get("modality_combinations") is not None:
-        from tasks.multimodal.combinations import expand_datasets
-
         suite = suite.model_copy(update={"datasets": expand_datasets(suite, load_dataset_spec)})
     return suite

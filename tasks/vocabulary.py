@@ -94,20 +94,6 @@ def evaluation_wall_metric(name: str) -> str:
     return f"eval_{name}_s"
 
 
-def evaluation_metrics() -> dict[str, dict[str, str]]:
-    """Evaluation name -> the metric names it records (from the evaluations registry)."""
-    from tasks.evaluations.registry import all_evaluations
-
-    return {name: dict(evaluation.metrics) for name, evaluation in all_evaluations().items()}
-
-
-def evaluation_tags() -> dict[str, dict[str, str]]:
-    """Evaluation name -> the job tag names it records (from the evaluations registry)."""
-    from tasks.evaluations.registry import all_evaluations
-
-    return {name: dict(evaluation.tags) for name, evaluation in all_evaluations().items()}
-
-
 def name_pattern(name: str) -> str:
     """A regular expression for a vocabulary name whose upper-case parts stand for values."""
     import re

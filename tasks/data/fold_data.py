@@ -13,8 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.frameworks.base import TaskInfo
+from tasks.data.folds import split
+from tasks.data.load import read_parts
+from tasks.forecasting.card import forecast_card
+from tasks.metric_registry import QUANTILE_LEVELS
 from tasks.specs import DatasetSpec
+from tasks.task_info import ForecastTask, TaskInfo
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,6 @@ def _plain(value: Any) -> Any:
 
 def load_fold(spec: DatasetSpec, fold: int) -> FoldData:
     """The dataset's fold `fold`, typed by the card; class labels (strings) in a fixed, sorted order."""
-    from tasks.data.folds import split
-    from tasks.data.load import read_parts
 
     train_rows, test_rows = split(spec, fold)
     if spec.problem_type == "forecasting":
@@ -60,10 +62,6 @@ def load_fold(spec: DatasetSpec, fold: int) -> FoldData:
 def _forecast_fold(spec: DatasetSpec, train_rows: np.ndarray, test_rows: np.ndarray) -> FoldData:
     """A forecasting fold: X is the (series id, timestamp) of each row, y its value; the train part
     is every series' history before the fold's window, the test part the window (tasks/forecasting)."""
-    from tasks.data.load import read_parts
-    from tasks.forecasting.card import forecast_card
-    from tasks.frameworks.base import ForecastTask
-    from tasks.metric_registry import QUANTILE_LEVELS
 
     card = forecast_card(spec)
     X_train, X_test = read_parts(spec, [train_rows, test_rows], columns=[card.id, card.timestamp])

@@ -26,7 +26,10 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from tasks import paths
+from tasks.data.load import read_columns
 from tasks.errors import UserError
+from tasks.forecasting.card import forecast_card
+from tasks.forecasting.windows import assign_windows, train_mask
 from tasks.specs import DatasetSpec, read_yaml
 
 FOLD_COLUMN = "fold"
@@ -142,9 +145,6 @@ def assign_folds(frame: pd.DataFrame, spec: DatasetSpec, settings: FoldSettings)
     if is_time_split(spec):
         return assign_time_blocks(frame, spec, settings.k)
     if is_forecasting(spec):
-        from tasks.forecasting.card import forecast_card
-        from tasks.forecasting.windows import assign_windows
-
         return assign_windows(frame, forecast_card(spec))
     groups = row_groups(frame, spec)
     n_groups = int(groups.max()) + 1 if len(groups) else 0
@@ -208,7 +208,6 @@ def folds_csv_bytes(assignment: np.ndarray) -> bytes:
 
 def _fold_column_of_data(spec: DatasetSpec) -> pd.Series:
     """`folds: {column: C}`: the fold ids are column C of the data file."""
-    from tasks.data.load import read_columns
 
     column = _card_column(spec, spec.folds_spec.column, "folds.column")
     return read_columns(spec, [column])[column]
@@ -260,8 +259,6 @@ def split_rows(spec: DatasetSpec, assignment: np.ndarray, fold: int) -> tuple[np
     time split, only the rows of earlier blocks."""
     in_test = assignment == fold
     if is_forecasting(spec):
-        from tasks.forecasting.windows import train_mask
-
         in_train = train_mask(assignment, fold)
     else:
         in_train = assignment < fold if is_time_split(spec) else ~in_test

@@ -19,6 +19,7 @@ import pandas as pd
 
 from tasks.data import folds, load, sources
 from tasks.errors import UserError
+from tasks.multimodal.combinations import all_combinations
 from tasks.specs import DatasetSpec
 
 # Rows per Parquet row group: a job reads only the groups holding its fold's rows.
@@ -100,8 +101,6 @@ def save_folds(spec: DatasetSpec, typed: pd.DataFrame) -> bool:
     content = folds.folds_csv_bytes(folds.assign_folds(typed, spec, folds.fold_settings(spec)))
     written = write_if_changed(folds.folds_path(spec), content)
     if spec.modality == "multimodal":
-        from tasks.multimodal.combinations import all_combinations
-
         for name in all_combinations(spec):
             written |= write_if_changed(folds.folds_path(spec.model_copy(update={"name": name})), content)
     return written

@@ -11,12 +11,11 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.data.sources import source
+from tasks.forecasting.card import forecast_card
 from tasks.specs import DatasetSpec
 
 
 def _long(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
-    from tasks.forecasting.card import forecast_card
-
     card = forecast_card(spec)
     frame = frame.sort_values([card.id, card.timestamp], kind="stable").reset_index(drop=True)
     # ISO dates: the file reads back the same on every pandas version.

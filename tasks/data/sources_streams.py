@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 
 from tasks import paths
+from tasks.align import align_dataset
 from tasks.data.sources import source
+from tasks.errors import UserError
 from tasks.specs import DatasetSpec
 
 TRUTH_FILE = "truth.json"
@@ -61,9 +63,6 @@ def write_streams(folder: Path, streams: dict[str, pd.DataFrame], truth: dict[st
 
 
 def _align(spec: DatasetSpec) -> None:
-    from tasks.align import align_dataset
-    from tasks.errors import UserError
-
     report = align_dataset(spec)
     if not report.passed:
         raise UserError(f"{spec.card_path}: the streams did not align: {'; '.join(report.failures)}.")

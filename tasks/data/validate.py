@@ -34,6 +34,8 @@ from tasks.data import folds as folds_module
 from tasks.data.load import read_typed
 from tasks.data.versions import data_version
 from tasks.errors import UserError
+from tasks.forecasting.card import forecast_card
+from tasks.forecasting.checks import series_checks
 from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
 
 NUMERIC_DTYPES = ["int64", "float64", "int32", "float32"]
@@ -186,8 +188,6 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
 
 def _forecast_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult]:
     """The forecasting card's series checks (tasks/forecasting/checks.py)."""
-    from tasks.forecasting.card import forecast_card
-    from tasks.forecasting.checks import series_checks
 
     return [CheckResult(check, passed, sentence, observed)
             for check, passed, sentence, observed in series_checks(spec.name, frame, forecast_card(spec))]
@@ -197,8 +197,6 @@ def _expected_fold_ids(spec: DatasetSpec, k: int, observed: list[int]) -> list[i
     if folds_module.is_user_given(spec):
         return list(range(len(observed)))  # the user's ids: 0, 1, ... with none skipped
     if folds_module.is_forecasting(spec):
-        from tasks.forecasting.card import forecast_card
-
         return [folds_module.TRAIN_ONLY, *range(forecast_card(spec).windows)]
     if folds_module.is_time_split(spec):
         return [folds_module.TRAIN_ONLY, *range(k)]

@@ -1,7 +1,7 @@
 """Serving: the job's model behind MLflow's scoring server, under concurrent and open-loop load.
 
-The job's model folder becomes the self-contained pyfunc model tracking logs (tasks/tracking/
-pyfunc.py), served as a user serves it: ``mlflow models serve --env-manager local`` with as many
+The job's model folder becomes the self-contained pyfunc model tracking logs (tasks/evaluations/
+_pyfunc.py), served as a user serves it: ``mlflow models serve --env-manager local`` with as many
 workers as the budget's cores, on 127.0.0.1 and a free port, in its own process group, always
 stopped. Locust (tasks/evaluations/_serving_load.py, a process of its own) sends real
 /invocations bodies built from the test fold's rows: a closed-loop ladder of concurrent users, then
@@ -23,7 +23,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
+from tasks.child_process import die_with_parent, error_tail
+from tasks.evaluations._scoring_server import SERVER_LOG, ScoringServer, ServingFailure
+from tasks.evaluations._serving_load import CSV_DIR, HISTORY_CSV, LOAD_RESULT
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.frameworks.registry import FRAMEWORK_FILE
+from tasks.launch import PACKAGE_ROOT, python_environment
 
 PYFUNC_FOLDER = "pyfunc"  # the served model, inside the evaluation's folder
 BODIES_FILE = "bodies.jsonl"
@@ -98,8 +103,9 @@ class ServingEvaluation(PostJobEvaluation):
     grace_s = LOAD_GRACE_S
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
-        from tasks.evaluations._scoring_server import ScoringServer, ServingFailure
-        from tasks.tracking.pyfunc import save_pyfunc
+        # MLflow takes seconds to import; the registry imports every evaluation module (to plan a run,
+        # and in each evaluation's process), and only serving's run needs it.
+        from tasks.evaluations._pyfunc import save_pyfunc  # inside: MLflow, only when serving runs
 
         settings: ServingSettings = context.settings  # type: ignore[assignment]
         folder = context.folder
@@ -158,8 +164,6 @@ def _placement(cores: list[int]) -> tuple[list[int], list[int]]:
 
 
 def _framework_version(context: EvaluationContext) -> str:
-    from tasks.frameworks.registry import FRAMEWORK_FILE
-
     identity = json.loads((context.model_dir / FRAMEWORK_FILE).read_text())
     return str(identity.get("version") or "")
 
@@ -178,11 +182,6 @@ def _write_bodies(context: EvaluationContext, path: Path) -> list[bytes]:
 
 def _run_load(context: EvaluationContext, settings: ServingSettings, url: str,
               cores: list[int]) -> dict[str, Any]:
-    from tasks.child_process import die_with_parent
-    from tasks.evaluations._scoring_server import ServingFailure
-    from tasks.evaluations._serving_load import LOAD_RESULT
-    from tasks.launch import PACKAGE_ROOT, python_environment
-
     folder = context.folder
     time_s = max(1.0, context.time_left_s() - 5.0)
     plan = {
@@ -206,8 +205,6 @@ def _run_load(context: EvaluationContext, settings: ServingSettings, url: str,
                                  "s") from None
     result_path = folder / LOAD_RESULT
     if completed.returncode != 0 or not result_path.is_file():
-        from tasks.child_process import error_tail
-
         tail = error_tail((folder / LOAD_LOG).read_text(errors="replace"))
         raise ServingFailure(f"the load generator exited with code {completed.returncode}:\n{tail}")
     load = json.loads(result_path.read_text())
@@ -232,9 +229,6 @@ def _load_metrics(load: dict[str, Any], settings: ServingSettings) -> dict[str, 
 def _files(folder: Path) -> list[str]:
     """Locust's stats CSVs and the logs, relative to the evaluation folder (the served model is not
     attached here: tracking logs the same model with the job)."""
-    from tasks.evaluations._scoring_server import SERVER_LOG
-    from tasks.evaluations._serving_load import CSV_DIR, HISTORY_CSV, LOAD_RESULT
-
     names = [HISTORY_CSV, LOAD_RESULT, SERVER_LOG, LOAD_LOG, PLAN_FILE]
     files = [name for name in names if (folder / name).is_file()]
     files += sorted(str(path.relative_to(folder)) for path in (folder / CSV_DIR).glob("*.csv"))

@@ -12,6 +12,7 @@ import pandas as pd
 
 from tasks.data.fold_data import load_fold, series_histories
 from tasks.forecasting.baselines import naive2
+from tasks.forecasting.card import forecast_card
 from tasks.metrics import score_forecasts
 from tasks.results import FORECAST_ID, FORECAST_TIME
 from tasks.specs import DatasetSpec
@@ -42,7 +43,6 @@ def reference(spec_json: str, fold: int) -> tuple[dict[str, np.ndarray], pd.Data
 
 def score_predictions(spec: DatasetSpec, fold: int, predictions: pd.DataFrame) -> dict[str, float]:
     """Every forecasting metric of one job's predictions.csv (tasks/metrics.py score_forecasts)."""
-    from tasks.forecasting.card import forecast_card
 
     histories, naive_table = reference(spec.model_dump_json(), fold)
     rows = predictions.assign(**{FORECAST_ID: predictions[FORECAST_ID].astype(str),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,37 +17,8 @@ import pandas as pd
 
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget
-
-
-@dataclass(frozen=True)
-class ForecastTask:
-    """What a forecasting adapter knows: X holds the `id` and `timestamp` columns, y the values.
-
-    fit gets every series' training part; predict gets the (id, timestamp) rows to forecast, the
-    next `horizon` steps of each series at `frequency` (a pandas offset alias)."""
-
-    id: str
-    timestamp: str
-    frequency: str
-    horizon: int
-    season_length: int
-    quantile_levels: tuple[float, ...] = ()  # quantiles to return too (predict_quantiles), if it can
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """What an adapter may know about the task (never the test labels)."""
-
-    problem_type: str  # binary | multiclass | regression | forecasting
-    target: str
-    metric: str  # the suite metric, so AutoML systems optimise what they are scored on
-    column_roles: dict[str, str] = field(default_factory=dict)  # numeric | categorical | text
-    classes: tuple[Any, ...] = ()  # class labels in a fixed order (classification)
-    forecast: ForecastTask | None = None  # forecasting only
-
-    @property
-    def is_classification(self) -> bool:
-        return self.problem_type in ("binary", "multiclass")
+from tasks.task_info import ForecastTask as ForecastTask  # re-exported: the adapter interface
+from tasks.task_info import TaskInfo
 
 
 class FittedModel(ABC):

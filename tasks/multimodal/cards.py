@@ -21,13 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tasks import paths
 from tasks.errors import UserError
+from tasks.multimodal.combinations import FEATURE_SEPARATOR as FEATURE_SEPARATOR  # a stream's prefix
 from tasks.specs import DatasetSpec
 
 WindowStat = Literal["mean", "std", "min", "max", "median", "rms"]
 # How a stream's shared signal is made from its sync columns: the magnitude itself, or how fast
 # it changes (|d magnitude / dt|), which removes constant parts such as gravity.
 SyncSignal = Literal["magnitude", "change"]
-FEATURE_SEPARATOR = "__"  # feature column = STREAM__COLUMN__STAT, so a stream owns a prefix
 
 
 class _Strict(BaseModel):

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.errors import UserError
-from tasks.specs import DatasetSpec, Suite
+
+if TYPE_CHECKING:
+    from tasks.specs import DatasetSpec, Suite
 
 _NAME = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<streams>[^\[\]]+)\]$")
 STREAM_JOIN = "+"
 COMBINATION_FIELD = "modality_combination"  # extra field of a combination's spec: "acc+gyro"
+FEATURE_SEPARATOR = "__"  # feature column = STREAM__COLUMN__STAT, so a stream owns a prefix
 
 
 def split_name(name: str) -> tuple[str, list[str] | None]:
@@ -49,7 +52,6 @@ def all_combinations(spec: DatasetSpec) -> list[str]:
 
 def restrict(spec: DatasetSpec, streams: list[str]) -> DatasetSpec:
     """The spec of one combination: other streams' features become `ignore`."""
-    from tasks.multimodal.cards import FEATURE_SEPARATOR
 
     where = spec.card_path or spec.name
     known = stream_names(spec)
@@ -69,7 +71,7 @@ def restrict(spec: DatasetSpec, streams: list[str]) -> DatasetSpec:
     fields = spec.model_dump()
     fields.update(name=combination_name(spec.name, chosen), columns=columns)
     fields[COMBINATION_FIELD] = STREAM_JOIN.join(chosen)
-    return DatasetSpec(**fields)
+    return type(spec)(**fields)  # the card's own class: specs sit below, they load combinations
 
 
 def combination_spec(name: str, load_base: Any) -> DatasetSpec:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tasks import paths
 from tasks.errors import UserError
-from tasks.multimodal.modality_table import modality_markdown, modality_table
 from tasks.report import (
     aggregate,
     amlb,
@@ -31,6 +31,8 @@ from tasks.report import (
 from tasks.report.explanations import ExplanationInputs
 from tasks.report.explanations import load_inputs as load_explanations
 from tasks.report.explanations import section as explain_section
+from tasks.report.modality_table import modality_markdown, modality_table
+from tasks.tracking import read
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
 REPORT_MD = "report.md"
@@ -353,8 +355,6 @@ def _markdown(
 
 
 def default_folder(label: str) -> Path:
-    from tasks import paths
-
     cleaned = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in label).strip("-")
     return paths.reports_dir() / (cleaned or "report")
 
@@ -368,8 +368,6 @@ def report_execution(
     **options: object,
 ) -> Report:
     """Report on one suite execution from MLflow, and attach the folder to its parent run (`report/`)."""
-    from tasks.tracking import read
-
     parent = read.execution(execution_id, uri=uri)
     suite = parent.get("suite") or "suite"
     runs = read.job_runs(execution_id=execution_id, uri=uri)

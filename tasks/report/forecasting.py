@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.metric_registry import default_metric, get_metric
+from tasks.report.plots import _colors, _save, plt
 from tasks.results import FORECAST_ID, FORECAST_TIME
 
 # The M4 table's metric is the forecasting default (OWA); sMAPE and MASE are its two parts. Looked up
@@ -49,8 +50,6 @@ def score_table(jobs: pd.DataFrame) -> pd.DataFrame:
 
 def plot_forecasts(predictions: pd.DataFrame, dataset: str, path: Path) -> Path:
     """The first SERIES_SHOWN series of `dataset` (fold 0, seed 0): truth and each framework's forecast."""
-    from tasks.report.plots import _colors, _save, plt
-
     rows = predictions[(predictions["dataset"] == dataset) & (predictions["fold"].astype(int) == 0)
                        & (predictions["seed"].astype(int) == 0)]
     shown = sorted(rows[FORECAST_ID].astype(str).unique())[:SERIES_SHOWN]

@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tasks.report.build import REPORT_HTML, Report, without_images
+from tasks.report.build import REPORT_HTML, Report, report_execution, without_images
 from tasks.report.compare_markdown import diagnostic_rows
-from tasks.report.compare_store import NightlyComparison
+from tasks.report.compare_store import NightlyComparison, compare_with_previous_nightly
+from tasks.tracking import read
+from tasks.tracking.store import run_url
 
 
 def artifact_key(kind: str, suite: str) -> str:
@@ -59,9 +61,6 @@ def publish_report(report: Report, suite: str, execution_url: str = "") -> None:
 
 def execution_url(execution_id: str) -> str:
     """The execution's parent run in the MLflow UI."""
-    from tasks.tracking import read
-    from tasks.tracking.store import run_url
-
     return run_url(read.execution(execution_id)["experiment_id"], execution_id)
 
 
@@ -88,9 +87,6 @@ def regression_run_links(regressions: Any, sides: dict[str, Any], url_of: Any) -
 def _regression_links(nightly: NightlyComparison) -> str:
     if nightly.comparison is None or nightly.comparison.regressions.empty:
         return ""
-    from tasks.tracking import read
-    from tasks.tracking.store import run_url
-
     sides = {"current": read.job_runs(execution_id=nightly.execution_id)}
     if nightly.baseline_id:
         sides["baseline"] = read.job_runs(execution_id=nightly.baseline_id)
@@ -133,9 +129,6 @@ def regression_state(nightly: NightlyComparison) -> Any | None:
 def after_execution(execution_id: str, suite: str, *, compare_previous: bool) -> Any | None:
     """The flow's closing step: report (folder, MLflow artifacts, Prefect artifacts), then for a
     nightly the regression diagnosis. Returns the Failed state the flow should end in, or None."""
-    from tasks.report.build import report_execution
-    from tasks.report.compare_store import compare_with_previous_nightly
-
     publish_report(report_execution(execution_id), suite, execution_url(execution_id))
     if not compare_previous:
         return None

@@ -9,13 +9,15 @@ degrades: it is left out of the robust ranking (an AUC of 1 by construction says
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from tasks.report import ranking
+from tasks.report import plots, ranking
 from tasks.report.jobs import DEFAULT_BASELINE
+from tasks.report.plots import _colors, _save, plt
 from tasks.vocabulary import RESULT
 
 ROBUST_AUC = "robust_auc"
@@ -124,8 +126,6 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
     """Every robustness table and figure, written under `folder`; None when no job has robust_auc."""
     if ROBUST_AUC not in table or not table[ROBUST_AUC].notna().any():
         return None
-    from tasks.report import plots
-
     robust, clean = robust_ranking(table, baseline)
     board = leaderboard(robust, clean) if not robust.empty else pd.DataFrame()
     block = complete_block(robust)
@@ -160,12 +160,6 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
 
 def degradation_curves(points: pd.DataFrame, dataset: str, path: Path) -> Path:
     """One panel per corruption: degradation over severity, one line per framework."""
-    import math
-
-    import matplotlib.pyplot as plt
-
-    from tasks.report.plots import _colors, _save
-
     corruptions = sorted(points["corruption"].unique())
     columns = min(4, len(corruptions))
     rows = math.ceil(len(corruptions) / columns)

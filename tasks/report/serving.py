@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.report.pareto import on_front
+from tasks.report.plots import _colors, _save, plt
 from tasks.vocabulary import RESULT
 
 STEP_METRIC = re.compile(r"^serve_c(\d+)_(mean_ms|p50_ms|p95_ms|p99_ms|rps|error_rate)$")
@@ -70,8 +71,6 @@ def qps_front(jobs: pd.DataFrame) -> pd.DataFrame:
 
 def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: Path) -> Path:
     """Per dataset, p99 latency (log) against achieved requests/s, one line per framework."""
-    from tasks.report.plots import _colors, _save, plt
-
     datasets = sorted(table["dataset"].unique())
     figure, axes_row = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4.2), squeeze=False)
     colors = _colors(sorted(table["framework"].unique()))
@@ -95,8 +94,6 @@ def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: P
 
 def qps_front_figure(points: pd.DataFrame, path: Path) -> Path:
     """Per dataset, result against the highest rate held within the SLO; the front joined."""
-    from tasks.report.plots import _colors, _save, plt
-
     datasets = sorted(points["dataset"].unique())
     figure, axes_row = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4), squeeze=False)
     colors = _colors(sorted(points["framework"].unique()))

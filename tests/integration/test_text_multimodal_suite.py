@@ -118,7 +118,7 @@ def test_text_and_multimodal_suite_end_to_end(data_home, built_catalog: Path) ->
     assert "report/modality.csv" in {item.path for item in client(home).list_artifacts(parent, "report")}
     assert "## Modality combinations" in finished_report(home, parent)
 
-    from tasks.multimodal.modality_table import modality_table
+    from tasks.report.modality_table import modality_table
 
     jobs = pd.DataFrame(
         [

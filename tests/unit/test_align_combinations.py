@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.multimodal.combinations import all_combinations, split_name
-from tasks.multimodal.modality_table import modality_markdown, modality_table
+from tasks.report.modality_table import modality_markdown, modality_table
 from tasks.specs import load_dataset_spec, load_suite
 
 STREAMS = {"acc": ["x", "y"], "gyro": ["x"], "mic": ["rms"]}
@@ -61,7 +62,7 @@ def test_unknown_streams_are_one_sentence(home: Path) -> None:
 def test_a_suite_asking_for_all_combinations_gets_each_alone_pairs_and_all(home: Path) -> None:
     suite = {"datasets": ["rig"], "frameworks": ["constant"], "modality_combinations": "all"}
     (home / "specs" / "suites" / "mm.yaml").write_text(yaml.safe_dump(suite))
-    assert load_suite("mm").datasets == [
+    assert load_suite("mm", all_evaluations()).datasets == [
         "rig[acc]",
         "rig[gyro]",
         "rig[mic]",
@@ -75,7 +76,7 @@ def test_a_suite_asking_for_all_combinations_gets_each_alone_pairs_and_all(home:
     suite["modality_combinations"] = "some"
     (home / "specs" / "suites" / "mm.yaml").write_text(yaml.safe_dump(suite))
     with pytest.raises(UserError, match="modality_combinations' must be 'all' or 'none'"):
-        load_suite("mm")
+        load_suite("mm", all_evaluations())
 
 
 def test_the_modality_table_has_one_row_per_combination_and_its_pareto_front() -> None:

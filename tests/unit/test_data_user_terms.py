@@ -18,6 +18,7 @@ from tasks.data.build import build
 from tasks.data.load import read_parts
 from tasks.data.validate import validate_dataset
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.specs import check_plain_names, load_dataset_spec, load_suite
 
 
@@ -203,7 +204,7 @@ def test_names_and_folders_that_would_escape_are_refused(home: Path) -> None:
     with pytest.raises(UserError, match="dataset name '../../etc/passwd' is not a plain name"):
         load_dataset_spec("../../etc/passwd")
     with pytest.raises(UserError, match="suite name '../secret' is not a plain name"):
-        load_suite("../secret")
+        load_suite("../secret", all_evaluations())
     with pytest.raises(UserError, match="manual form: field 'datasets': '../x' is not a plain name"):
         check_plain_names("manual form", suite="smoke", datasets=["penguins", "../x"])
     check_plain_names("manual form", suite="smoke", frameworks=["autogluon:best_quality"],
@@ -218,7 +219,6 @@ def test_names_and_folders_that_would_escape_are_refused(home: Path) -> None:
 def _app():  # noqa: ANN202 - the typer app with every command group
     from flows import cli
 
-    cli._register_groups()
     return cli.app
 
 

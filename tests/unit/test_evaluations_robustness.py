@@ -13,6 +13,7 @@ from jobs_support.tiny_project import make_project
 
 from tasks.errors import UserError
 from tasks.evaluations.base import EvaluationContext
+from tasks.evaluations.registry import all_evaluations
 from tasks.evaluations.robustness import (
     CASES_FILE,
     RobustnessSettings,
@@ -240,7 +241,7 @@ def test_bad_robustness_blocks_are_one_sentence(project: dict[str, DatasetSpec],
     path = tmp_path / "project" / "specs" / "suites" / "s.yaml"
     path.write_text(f"datasets: [tiny_binary]\nframeworks: [constant]\nbudget: smoke\nrobustness: {block}\n")
     with pytest.raises(UserError, match=message):
-        load_suite(path)
+        load_suite(path, all_evaluations())
 
 
 # ---------------------------------------------------------------- the report's robust ranking

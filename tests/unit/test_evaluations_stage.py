@@ -10,7 +10,7 @@ from jobs_support import probe_evaluation
 from jobs_support.tiny_project import make_project
 
 from tasks.errors import UserError
-from tasks.evaluations.registry import EXTRA_EVALUATIONS_ENV, get_evaluation
+from tasks.evaluations.registry import EXTRA_EVALUATIONS_ENV, all_evaluations, get_evaluation
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
 from tasks.jobs import run_job
 from tasks.plan import Job
@@ -37,9 +37,9 @@ def _suite(root: Path, body: str) -> Path:
 
 def test_suite_blocks_are_each_evaluations_settings(project: dict[str, DatasetSpec], tmp_path: Path) -> None:
     root = tmp_path / "project"
-    suite = load_suite(_suite(root, "probe: {enabled: true, mode: raise, time_s: 7}\n"))
+    suite = load_suite(_suite(root, "probe: {enabled: true, mode: raise, time_s: 7}\n"), all_evaluations())
     assert suite.evaluation_blocks() == {"probe": {"enabled": True, "time_s": 7, "mode": "raise"}}
-    assert load_suite(_suite(root, "probe: {enabled: false}\n")).evaluation_blocks() == {}
+    assert load_suite(_suite(root, "probe: {enabled: false}\n"), all_evaluations()).evaluation_blocks() == {}
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -52,7 +52,7 @@ def test_suite_blocks_are_each_evaluations_settings(project: dict[str, DatasetSp
 def test_bad_blocks_are_one_sentence(project: dict[str, DatasetSpec], tmp_path: Path, body: str,
                                      message: str) -> None:
     with pytest.raises(UserError, match=message):
-        load_suite(_suite(tmp_path / "project", body))
+        load_suite(_suite(tmp_path / "project", body), all_evaluations())
 
 
 def _finished_job(project: dict[str, DatasetSpec], tmp_path: Path, problem_type: str = "binary") -> tuple[

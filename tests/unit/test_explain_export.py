@@ -18,6 +18,7 @@ from tasks.evaluations import _attribution as attribution
 from tasks.evaluations import _onnx
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.export import EVALUATION as EXPORT
+from tasks.evaluations.registry import all_evaluations
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
 from tasks.frameworks.base import TaskInfo
 from tasks.frameworks.registry import all_adapters, write_model_identity
@@ -297,11 +298,11 @@ def test_unknown_field_in_a_block_is_one_sentence(tmp_path: Path, block: str, fi
     suite.write_text(f"datasets: [penguins]\nframeworks: [constant]\nbudget: smoke\n{block}\n")
     # The CLI prints a UserError as this one sentence and exits 2 (tests/unit/test_flow_plan.py).
     with pytest.raises(UserError, match=rf"bad\.yaml: unknown field '{field}'"):
-        load_suite(suite)
+        load_suite(suite, all_evaluations())
 
 
 def test_the_explain_suite_loads() -> None:
-    suite = load_suite(REPO_ROOT / "specs" / "suites" / "explain.yaml")
+    suite = load_suite(REPO_ROOT / "specs" / "suites" / "explain.yaml", all_evaluations())
     assert set(suite.evaluation_blocks()) == {"explain", "export"}
 
 

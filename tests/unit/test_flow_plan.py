@@ -18,6 +18,7 @@ from flows.benchmark import (
 )
 from flows.dispatch import max_parallel_jobs
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.registry import all_adapters
 from tasks.gpus import GpuPool
 from tasks.plan import Job
@@ -29,11 +30,11 @@ ONE_CORE = Budget(name="b", time_s=10, cores=1, memory_mb=1024)
 
 
 def test_shipped_suites_name_only_known_frameworks_and_datasets() -> None:
-    smoke = load_suite("smoke")
+    smoke = load_suite("smoke", all_evaluations())
     assert {load_dataset_spec(name).problem_type for name in smoke.datasets} == {
         "binary", "multiclass", "regression"}
     assert smoke.folds == 2 and smoke.budget == "smoke"
-    for suite in (smoke, load_suite("nightly")):
+    for suite in (smoke, load_suite("nightly", all_evaluations())):
         assert {ref.name for ref in suite.frameworks} <= set(all_adapters())
     assert {ref.name for ref in smoke.frameworks} >= {"constant", "hgb", "rf", "autogluon", "h2o", "flaml"}
 

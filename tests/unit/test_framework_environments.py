@@ -11,6 +11,7 @@ from run_support.project import add_suites
 
 from tasks.environment_install import install, resolver_reason
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.environments import MARKER_FILE, EnvironmentSpec, FrameworkEnvironment, find_environment
 from tasks.plan import Job, make_jobs
 from tasks.specs import Budget, FrameworkRef, check_plain_names, load_suite
@@ -52,7 +53,7 @@ def test_a_version_that_is_not_plain_is_one_sentence_naming_the_field(data_home,
     suite = {"datasets": ["penguins"], "frameworks": [f"hgb@{version}"]}
     home = add_suites(data_home("penguins"), {"bad": suite})
     with pytest.raises(UserError, match=r"field 'frameworks\.0\.version'.*not a version") as caught:
-        load_suite("bad")
+        load_suite("bad", all_evaluations())
     assert str(home / "specs" / "suites" / "bad.yaml") in str(caught.value)
     with pytest.raises(UserError, match="field 'frameworks'"):
         check_plain_names("--frameworks", frameworks=[f"hgb@{version}"])
@@ -274,7 +275,6 @@ def test_installing_several_environments_goes_past_one_that_fails_and_exits_2(
         return 1.0
 
     monkeypatch.setattr(environment_install, "install", fake_install)
-    cli._register_groups()
     outcome = CliRunner().invoke(cli.app, ["frameworks", "install", "hgb@1.7.2", "hgb@1.8.0"])
     assert tried == ["hgb@1.7.2", "hgb@1.8.0"]  # the second is installed after the first failed
     assert "error: installing framework environment 'hgb@1.7.2' failed: no wheel." in outcome.output

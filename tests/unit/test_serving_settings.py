@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tasks.evaluations.registry import get_evaluation
+from tasks.evaluations.registry import all_evaluations, get_evaluation
 from tasks.evaluations.serving import ServingSettings, step_metric
 from tasks.specs import load_suite
 from tasks.vocabulary import name_pattern
@@ -35,5 +35,5 @@ def test_its_metric_names_are_in_the_vocabulary() -> None:
 
 
 def test_the_serving_suite_turns_it_on_and_smoke_keeps_it_off() -> None:
-    assert load_suite("serving").evaluation_blocks()["serving"]["slo_ms"] == 100
-    assert "serving" not in load_suite("smoke").evaluation_blocks()
+    assert load_suite("serving", all_evaluations()).evaluation_blocks()["serving"]["slo_ms"] == 100
+    assert "serving" not in load_suite("smoke", all_evaluations()).evaluation_blocks()

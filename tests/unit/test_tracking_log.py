@@ -165,7 +165,7 @@ def test_latest_unfinished_execution(home: Path) -> None:
 
 
 def test_an_unreachable_tracking_server_loses_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.cli_run import sync_command
+    from flows.cli_sync import sync_command
 
     for name in store.HTTP_SETTINGS:  # MLflow's defaults as a user has them: the harness bounds them
         monkeypatch.delenv(name, raising=False)

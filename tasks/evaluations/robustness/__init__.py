@@ -26,6 +26,7 @@ from tasks.evaluations.robustness.search import (
     degradation,
     search,
 )
+from tasks.frameworks.registry import get_adapter
 from tasks.specs import DatasetSpec
 
 CASES_FILE = "cases.csv"
@@ -34,6 +35,8 @@ DEFAULT_CORRUPTIONS = [name for name, c in CORRUPTIONS.items() if not c.unavaila
 FAMILIES = sorted({c.family for c in CORRUPTIONS.values()})
 # Seconds kept back from time_s for writing the table and the result.
 RESERVE_S = 2.0
+# The floor of the curve and the score of a failed case; asked of the registry by name.
+BASELINE_FRAMEWORK = "constant"
 
 
 class RobustnessSettings(EvaluationSettings):
@@ -141,11 +144,10 @@ class Scorer:
 
 def _constant_scores(context: EvaluationContext) -> dict[str, float]:
     """The constant predictor's scores on this fold: what a failed case scores, and the curve's floor."""
-    from tasks.frameworks.constant import ADAPTER
-
     fold = context.fold
-    baseline = ADAPTER.fit(fold.X_train, fold.y_train, task=fold.task, budget=context.budget, params={},
-                           workdir=context.folder, seed=0)
+    baseline = get_adapter(BASELINE_FRAMEWORK).fit(fold.X_train, fold.y_train, task=fold.task,
+                                                   budget=context.budget, params={},
+                                                   workdir=context.folder, seed=0)
     proba = baseline.predict_proba(fold.X_test) if fold.task.is_classification else None
     return context.score(baseline.predict(fold.X_test), proba)
 

@@ -31,7 +31,7 @@ from tab_err.api import low_level
 from tab_err.error_mechanism import EAR, ECAR
 from tab_err.error_type import CategorySwap, MissingValue, Outlier, Typo, WrongUnit
 
-from tasks.evaluations.robustness import text
+import tasks.evaluations.robustness.text as text  # the module, not the package that imports this one
 from tasks.multimodal.cards import FEATURE_SEPARATOR
 
 UNSEEN_CATEGORY = "__unseen__"

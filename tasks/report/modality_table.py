@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tasks.multimodal.combinations import split_name
+from tasks.report.pareto import on_front
 from tasks.vocabulary import RESULT
 
 LATENCY = "latency_p50_ms"
@@ -17,7 +18,6 @@ LATENCY = "latency_p50_ms"
 
 def modality_table(jobs: pd.DataFrame) -> pd.DataFrame:
     """dataset, combination, streams, framework, latency_p50_ms, result (means over folds), on_front."""
-    from tasks.report.pareto import on_front
 
     columns = ["dataset", "combination", "streams", "framework", LATENCY, RESULT, "jobs", "on_front"]
     if jobs.empty or "dataset" not in jobs:
