@@ -89,8 +89,7 @@ def _check_frameworks(refs: list[FrameworkRef]) -> None:
     installed on the fly (minutes of pip, perhaps failing, inside a nightly run): the sentence gives
     the command that installs it.
     """
-    from tasks.frameworks.environments import find_environment
-    from tasks.frameworks.registry import get_adapter
+    from tasks.frameworks.registry import find_environment, get_adapter
 
     for ref in refs:
         try:

@@ -87,8 +87,8 @@ def list_command(
 
 
 def _chosen_environments(targets: list[str], every: bool) -> list[Any]:
-    from tasks.frameworks.environments import all_environments, declared, find_environment
-    from tasks.frameworks.registry import get_adapter
+    from tasks.frameworks.environments import declared
+    from tasks.frameworks.registry import all_environments, find_environment, get_adapter
     from tasks.specs import check_plain_names, split_framework_id
 
     if every:

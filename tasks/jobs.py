@@ -29,8 +29,8 @@ import pandas as pd
 from tasks import paths, resources
 from tasks.errors import UserError
 from tasks.frameworks.base import FrameworkAdapter
-from tasks.frameworks.environments import find_environment, record_environment
-from tasks.frameworks.registry import get_adapter
+from tasks.frameworks.environments import record_environment
+from tasks.frameworks.registry import find_environment, get_adapter
 from tasks.launch import python_environment, start_worker
 from tasks.metrics import score
 from tasks.plan import Job
