@@ -191,9 +191,9 @@ def run_job(
     result.framework_version = environment.version if environment else adapter.version() or ""
     if skip_reason:
         return _finish(result, job_dir, "skipped", skip_reason)
-    if spec.problem_type not in adapter.problem_types or spec.modality not in adapter.modalities:
-        reason = f"{adapter.name} does not handle {spec.modality} {spec.problem_type} problems."
-        return _finish(result, job_dir, "skipped", reason)
+    not_taken = adapter.applies_to(spec)  # the plan skips these; a job given directly is skipped here
+    if not_taken:
+        return _finish(result, job_dir, "skipped", not_taken)
     unavailable = None if environment else adapter.unavailable_reason()
     if unavailable:
         return _finish(result, job_dir, "failed", unavailable)

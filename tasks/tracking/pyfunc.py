@@ -26,11 +26,6 @@ PROBA_PREFIX = "proba_"
 HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, copied into the model
 # What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
 HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")
-# Model libraries a framework's saved model may need beyond the framework itself (whichever are installed).
-MODEL_LIBRARIES = {
-    "flaml": ("lightgbm", "xgboost", "xgboost-cpu", "catboost"),
-    "autogluon": ("lightgbm", "catboost", "xgboost", "xgboost-cpu"),
-}
 EXAMPLE_ROWS = 5
 
 logger = logging.getLogger("automl_eval.tracking")
@@ -128,12 +123,14 @@ def requirements(framework: str, framework_version: str, model_dir: Path | None 
     try:
         from tasks.frameworks.registry import get_adapter
 
-        package = get_adapter(framework).package
-    except Exception:  # an unknown adapter still gets a loadable model, just without its pin
-        package = ""
+        adapter = get_adapter(framework)
+        # What the adapter says its saved models may load besides its own package.
+        package, libraries = adapter.package, adapter.serving_packages
+    except Exception:  # an unknown adapter still gets a loadable model, just without its pins
+        package, libraries = "", ()
     if package and framework_version and framework_version != "unknown":
         pins.append(f"{package}=={framework_version}")
-    for dependency in (*HARNESS_REQUIREMENTS, *MODEL_LIBRARIES.get(framework, ())):
+    for dependency in (*HARNESS_REQUIREMENTS, *libraries):
         if dependency == package:
             continue  # pinned above; MLflow rejects two pins of one package
         try:

@@ -15,11 +15,11 @@ from jobs_support.tiny_project import REPO_ROOT, make_project
 
 from tasks.errors import UserError
 from tasks.evaluations import _attribution as attribution
-from tasks.evaluations import _onnx
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.export import EVALUATION as EXPORT
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
 from tasks.frameworks.base import TaskInfo
+from tasks.frameworks.capabilities import NotOffered
 from tasks.frameworks.registry import all_adapters, write_model_identity
 from tasks.jobs import run_job
 from tasks.metrics import score
@@ -281,8 +281,8 @@ def test_an_unsupported_model_is_recorded_with_the_converters_message(project: d
     assert outcome.tags["export_onnx"] == "unsupported"
     assert "FunctionTransformer" in outcome.tags["export_onnx.reason"]
     assert outcome.metrics == {"onnx_export_ok": 0.0}
-    with pytest.raises(_onnx.Unsupported, match="FunctionTransformer"):
-        _onnx.convert(SklearnModel(estimator, schema, task), "rf", frame, task)
+    with pytest.raises(NotOffered, match="FunctionTransformer"):
+        SklearnModel(estimator, schema, task).to_onnx(folder)
 
 
 # ---------------------------------------------------------------- bad blocks
