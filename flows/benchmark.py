@@ -26,8 +26,9 @@ from prefect.cache_policies import NO_CACHE
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.errors import UserError
+from tasks.frameworks.registry import find_environment, get_adapter
 from tasks.paths import job_dir_for
-from tasks.plan import Job, make_jobs
+from tasks.plan import Job, make_jobs, not_applicable
 from tasks.results import JobResult
 from tasks.specs import (
     Budget,
@@ -89,8 +90,6 @@ def _check_frameworks(refs: list[FrameworkRef]) -> None:
     installed on the fly (minutes of pip, perhaps failing, inside a nightly run): the sentence gives
     the command that installs it.
     """
-    from tasks.frameworks.registry import find_environment, get_adapter
-
     for ref in refs:
         try:
             adapter = get_adapter(ref.name)
@@ -112,6 +111,18 @@ def _check_frameworks(refs: list[FrameworkRef]) -> None:
             raise UserError(f"{exc}; check the framework entries of the suite.") from None
 
 
+def _check_frameworks_take_datasets(refs: list[FrameworkRef], specs: list[DatasetSpec]) -> None:
+    """A framework named with --frameworks must take at least one dataset of the run (its adapter's
+    applies_to); otherwise every job of it would be skipped, and the sentence says why instead.
+    The jobs it cannot take among others are planned and recorded as skipped with the reason."""
+    for ref in refs:
+        reasons = [get_adapter(ref.name).applies_to(spec) for spec in specs]
+        if specs and all(reasons):
+            raise UserError(f"--frameworks {ref.id} takes none of this run's datasets "
+                            f"({' '.join(str(r) for r in reasons)}); name datasets it takes with "
+                            "--datasets, or another framework.")
+
+
 def resolve_plan(
     suite: str,
     frameworks: list[str] | list[dict[str, Any]] | None = None,
@@ -127,6 +138,8 @@ def resolve_plan(
         refs = _pick_frameworks(loaded, frameworks)  # type: ignore[arg-type]
     _check_frameworks(refs)
     specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]
+    if frameworks and not isinstance(frameworks[0], dict):
+        _check_frameworks_take_datasets(refs, specs)
     if folds is not None and folds < 1:
         raise UserError(f"--folds must be at least 1, not {folds}.")
     return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget))
@@ -406,11 +419,14 @@ def benchmark(
     else:
         to_run = [job for job in jobs if job.key not in recorded_jobs
                   or recorded_jobs[job.key].status not in FINISHED_STATUSES]
-    runnable = [job for job in to_run if job.dataset not in gate_failures]
+    not_taken = not_applicable(to_run, specs, {ref.name: get_adapter(ref.name) for ref in plan.frameworks})
+    runnable = [job for job in to_run if job.dataset not in gate_failures and job.key not in not_taken]
     runner.planned(len(to_run))
     for job in to_run:
         if job.dataset in gate_failures:
             runner.skip(job, contexts[job.key], f"data gate failed: {gate_failures[job.dataset]}")
+        elif job.key in not_taken:
+            runner.skip(job, contexts[job.key], not_taken[job.key])
     print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
           f"execution {chosen.execution_id}")
     try:

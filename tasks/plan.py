@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from tasks.specs import Budget, FrameworkRef, framework_id
+from tasks.specs import Budget, DatasetSpec, FrameworkRef, framework_id
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,22 @@ def make_jobs(
         for seed in seeds
         for ref in frameworks
     ]
+
+
+class TakesDatasets(Protocol):
+    """What the plan asks of a framework adapter (tasks/frameworks/base.py, FrameworkAdapter)."""
+
+    def applies_to(self, spec: DatasetSpec) -> str | None: ...
+
+
+def not_applicable(jobs: list[Job], specs: Mapping[str, DatasetSpec],
+                   adapters: Mapping[str, TakesDatasets]) -> dict[str, str]:
+    """Job key -> why its framework cannot take its dataset (problem type, modality, rows, columns),
+    as the adapter says; such a job is recorded as skipped with that reason, never run."""
+    reasons: dict[str, str] = {}
+    for job in jobs:
+        adapter = adapters.get(job.framework)
+        reason = adapter.applies_to(specs[job.dataset]) if adapter is not None else None
+        if reason:
+            reasons[job.key] = reason
+    return reasons
