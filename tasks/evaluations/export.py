@@ -161,10 +161,17 @@ def _route(context: EvaluationContext) -> _Route:
 
 
 def _graph(context: EvaluationContext, converted: OnnxGraph) -> _Route:
-    task = context.fold.task
     path = context.folder / ONNX_FILE
     path.write_bytes(converted.model.SerializeToString())
-    session = _session(path, len(context.cores) or 1)
+    return _Route(graph_output(converted, path, context.fold.task, len(context.cores) or 1), path,
+                  converted.covers)
+
+
+def graph_output(converted: OnnxGraph, path: Path, task: Any, threads: int) -> Callable[[pd.DataFrame],
+                                                                                          np.ndarray]:
+    """The graph saved at `path`, run by ONNX Runtime: probabilities in the task's class order
+    (classification) or values as one column, as the native model's are compared."""
+    session = _session(path, threads)
     classes = [str(c) for c in converted.classes]
 
     def output(X: pd.DataFrame) -> np.ndarray:
@@ -178,7 +185,7 @@ def _graph(context: EvaluationContext, converted: OnnxGraph) -> _Route:
                   for label in task.classes] if classes else list(values.T)
         return np.column_stack(picked)
 
-    return _Route(output, path, converted.covers)
+    return output
 
 
 def _compiled(context: EvaluationContext, compiled: OnnxCompiled) -> _Route:
