@@ -73,8 +73,8 @@ class ExplainEvaluation(PostJobEvaluation):
     }
     tags: ClassVar[dict[str, str]] = {
         "explain_shap_explainer": "which SHAP explainer ran: tree | permutation | text | none",
-        "explain_framework_importance": "the framework's own importance recorded beside, as the model "
-                                        "names it (autogluon feature_importance | h2o varimp) | none",
+        "explain_framework_importance": "the framework's own importance recorded beside: autogluon "
+                                        "feature_importance | h2o varimp | none",
     }
 
     def run(self, context: EvaluationContext) -> EvaluationResult:

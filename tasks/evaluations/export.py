@@ -63,8 +63,8 @@ class ExportEvaluation(PostJobEvaluation):
                        "crashed, or was killed at its time or memory limit)",
         "export_onnx.reason": "the converter's message (unsupported), the parity found (parity failed), "
                               "or why the export stopped (failed)",
-        "export_mojo": "a model with a MOJO of its own (H2O): its MOJO export: ok | unsupported",
-        "export_mojo.reason": "why no MOJO was written (the framework client's own message)",
+        "export_mojo": "H2O only: its MOJO export: ok | unsupported",
+        "export_mojo.reason": "why H2O wrote no MOJO (this client's own message)",
     }
 
     def on_failure(self, outcome: EvaluationResult) -> None:
