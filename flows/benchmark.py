@@ -118,9 +118,9 @@ def _check_frameworks_take_datasets(refs: list[FrameworkRef], specs: list[Datase
     for ref in refs:
         reasons = [get_adapter(ref.name).applies_to(spec) for spec in specs]
         if specs and all(reasons):
-            raise UserError(f"--frameworks {ref.id} takes none of this run's datasets "
-                            f"({' '.join(str(r) for r in reasons)}); name datasets it takes with "
-                            "--datasets, or another framework.")
+            why = "; ".join(dict.fromkeys(str(reason).rstrip(".") for reason in reasons))
+            raise UserError(f"--frameworks {ref.id} takes none of this run's datasets ({why}); name "
+                            "datasets it takes with --datasets, or another framework.")
 
 
 def resolve_plan(

@@ -184,7 +184,7 @@ def test_jobs_a_framework_cannot_take_are_planned_as_skipped_with_its_reason() -
 
 def test_a_named_framework_that_takes_none_of_the_datasets_is_one_sentence() -> None:
     with pytest.raises(UserError, match=r"--frameworks statsforecast takes none of this run's datasets "
-                                        r"\(statsforecast does not handle tabular binary problems\. "):
+                                        r"\(statsforecast does not handle tabular binary problems; "):
         resolve_plan("smoke", ["statsforecast"])
     # One dataset it takes is enough: the others' jobs are planned and skipped with the reason.
     assert [ref.id for ref in resolve_plan("smoke", ["constant"], ["penguins"]).frameworks] == ["constant"]
