@@ -166,8 +166,10 @@ class FrameworkAdapter(ABC):
     def applies_to(self, spec: DatasetSpec) -> str | None:
         """Why this framework cannot take the dataset `spec` describes (one sentence), or None.
 
-        The plan asks before any job runs; such a job is recorded as skipped with the reason.
-        By default: the problem types and modalities the adapter declares.
+        The plan asks before any job runs (and the job runner again, for a job given directly);
+        such a job is recorded as skipped with the reason. By default: the problem types and
+        modalities the adapter declares. An adapter with limits of its own overrides it, e.g. rows
+        (`spec.rows`, the card's declared count, which the data gate checks) or column roles.
         """
         if spec.problem_type not in self.problem_types or spec.modality not in self.modalities:
             return f"{self.name} does not handle {spec.modality} {spec.problem_type} problems."
