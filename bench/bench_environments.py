@@ -38,7 +38,7 @@ def _job_costs(job, spec, folder: Path) -> tuple[str, float, float]:  # noqa: AN
 
 def main() -> dict[str, float]:
     from tasks.environment_install import install
-    from tasks.frameworks.environments import find_environment
+    from tasks.frameworks.registry import find_environment
     from tasks.launch import LAUNCHER_ENV
     from tasks.plan import make_jobs
     from tasks.specs import FrameworkRef, load_budget, load_dataset_spec

@@ -28,8 +28,9 @@ from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
+from tasks.frameworks.registry import find_environment, get_adapter
 from tasks.paths import job_dir_for
-from tasks.plan import Job, MetricOptimiser, check_suite_metrics, make_jobs
+from tasks.plan import Job, MetricOptimiser, check_suite_metrics, make_jobs, not_applicable
 from tasks.report import jobs as job_table
 from tasks.report.leaderboard import leaderboard
 from tasks.results import JobResult
@@ -112,9 +113,6 @@ def _check_frameworks(refs: list[FrameworkRef]) -> dict[str, MetricOptimiser]:
     installed on the fly (minutes of pip, perhaps failing, inside a nightly run): the sentence gives
     the command that installs it.
     """
-    from tasks.frameworks.environments import find_environment
-    from tasks.frameworks.registry import get_adapter
-
     adapters: dict[str, MetricOptimiser] = {}  # by framework id, for the metric check
     for ref in refs:
         try:
@@ -139,6 +137,18 @@ def _check_frameworks(refs: list[FrameworkRef]) -> dict[str, MetricOptimiser]:
     return adapters
 
 
+def _check_frameworks_take_datasets(refs: list[FrameworkRef], specs: list[DatasetSpec]) -> None:
+    """A framework named with --frameworks must take at least one dataset of the run (its adapter's
+    applies_to); otherwise every job of it would be skipped, and the sentence says why instead.
+    The jobs it cannot take among others are planned and recorded as skipped with the reason."""
+    for ref in refs:
+        reasons = [get_adapter(ref.name).applies_to(spec) for spec in specs]
+        if specs and all(reasons):
+            why = "; ".join(dict.fromkeys(str(reason).rstrip(".") for reason in reasons))
+            raise UserError(f"--frameworks {ref.id} takes none of this run's datasets ({why}); name "
+                            "datasets it takes with --datasets, or another framework.")
+
+
 def resolve_plan(
     suite: str,
     frameworks: list[str] | list[dict[str, Any]] | None = None,
@@ -155,6 +165,8 @@ def resolve_plan(
     adapters = _check_frameworks(refs)
     specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]
     check_suite_metrics(loaded.name, specs, adapters)
+    if frameworks and not isinstance(frameworks[0], dict):
+        _check_frameworks_take_datasets(refs, specs)
     if folds is not None and folds < 1:
         raise UserError(f"--folds must be at least 1, not {folds}.")
     return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget))
@@ -400,11 +412,14 @@ def benchmark(
     else:
         to_run = [job for job in jobs if job.key not in already
                   or already[job.key].status not in FINISHED_STATUSES]
-    runnable = [job for job in to_run if job.dataset not in gate_failures]
+    not_taken = not_applicable(to_run, specs, {ref.name: get_adapter(ref.name) for ref in plan.frameworks})
+    runnable = [job for job in to_run if job.dataset not in gate_failures and job.key not in not_taken]
     runner.planned(len(to_run))
     for job in to_run:
         if job.dataset in gate_failures:
             runner.skip(job, contexts[job.key], f"data gate failed: {gate_failures[job.dataset]}")
+        elif job.key in not_taken:
+            runner.skip(job, contexts[job.key], not_taken[job.key])
     print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
           f"execution {chosen.execution_id}")
     try:

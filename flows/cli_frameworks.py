@@ -13,8 +13,8 @@ from rich.table import Table
 from flows.output import print_json, print_table
 from tasks import environment_install
 from tasks.errors import UserError
-from tasks.frameworks.environments import all_environments, declared, find_environment
-from tasks.frameworks.registry import all_adapters, get_adapter
+from tasks.frameworks.environments import declared
+from tasks.frameworks.registry import all_adapters, all_environments, find_environment, get_adapter
 from tasks.specs import check_plain_names, split_framework_id
 
 console = Console()

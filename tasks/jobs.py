@@ -31,8 +31,8 @@ from tasks.child_requests import DATA_LOAD_FILE, JOB_FILE, DataLoad, JobRequest
 from tasks.errors import UserError
 from tasks.forecasting.scoring import score_predictions
 from tasks.frameworks.base import FrameworkAdapter
-from tasks.frameworks.environments import find_environment, record_environment
-from tasks.frameworks.registry import get_adapter
+from tasks.frameworks.environments import record_environment
+from tasks.frameworks.registry import find_environment, get_adapter
 from tasks.launch import WORKER_MODULE
 from tasks.metrics import score
 from tasks.plan import Job
@@ -172,9 +172,9 @@ def run_job(
     result.framework_version = environment.version if environment else adapter.version() or ""
     if skip_reason:
         return _finish(result, job_dir, "skipped", skip_reason)
-    if spec.problem_type not in adapter.problem_types or spec.modality not in adapter.modalities:
-        reason = f"{adapter.name} does not handle {spec.modality} {spec.problem_type} problems."
-        return _finish(result, job_dir, "skipped", reason)
+    not_taken = adapter.applies_to(spec)  # the plan skips these; a job given directly is skipped here
+    if not_taken:
+        return _finish(result, job_dir, "skipped", not_taken)
     unavailable = None if environment else adapter.unavailable_reason()
     if unavailable:
         return _finish(result, job_dir, "failed", unavailable)

@@ -109,3 +109,22 @@ def check_suite_metrics(
                     f"suite '{suite}': framework '{framework}' cannot optimise the metric '{metric}' of "
                     f"dataset '{spec.name}'; give its card another metric or run without '{framework}'."
                 )
+
+
+class TakesDatasets(Protocol):
+    """What the plan asks of a framework adapter (tasks/frameworks/base.py, FrameworkAdapter)."""
+
+    def applies_to(self, spec: DatasetSpec) -> str | None: ...
+
+
+def not_applicable(jobs: list[Job], specs: Mapping[str, DatasetSpec],
+                   adapters: Mapping[str, TakesDatasets]) -> dict[str, str]:
+    """Job key -> why its framework cannot take its dataset (problem type, modality, rows, columns),
+    as the adapter says; such a job is recorded as skipped with that reason, never run."""
+    reasons: dict[str, str] = {}
+    for job in jobs:
+        adapter = adapters.get(job.framework)
+        reason = adapter.applies_to(specs[job.dataset]) if adapter is not None else None
+        if reason:
+            reasons[job.key] = reason
+    return reasons

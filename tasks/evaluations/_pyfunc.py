@@ -37,11 +37,6 @@ from tasks.predictions import PROBA_PREFIX
 HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, copied into the model
 # What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
 HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")
-# Model libraries a framework's saved model may need beyond the framework itself (whichever are installed).
-MODEL_LIBRARIES = {
-    "flaml": ("lightgbm", "xgboost", "xgboost-cpu", "catboost"),
-    "autogluon": ("lightgbm", "catboost", "xgboost", "xgboost-cpu"),
-}
 
 
 def predictions_frame(model: Any, task: Any, X: pd.DataFrame) -> pd.DataFrame:
@@ -97,7 +92,7 @@ def model_code_paths() -> list[str]:
 
 def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_version: str) -> Path:
     """Write the job's pyfunc model to `destination`: the same wrapper, artifacts, code and pinned
-    requirements as the model tracking logs with the job (tasks/tracking/log.py)."""
+    requirements as the model tracking logs with the job (tasks/tracking/job_run.py)."""
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
     mlflow.pyfunc.save_model(
@@ -126,12 +121,14 @@ def requirements(framework: str, framework_version: str, model_dir: Path | None 
         return pins
     pins = []
     try:
-        package = get_adapter(framework).package
-    except Exception:  # an unknown adapter still gets a loadable model, just without its pin
-        package = ""
+        adapter = get_adapter(framework)
+        # What the adapter says its saved models may load besides its own package.
+        package, libraries = adapter.package, adapter.serving_packages
+    except Exception:  # an unknown adapter still gets a loadable model, just without its pins
+        package, libraries = "", ()
     if package and framework_version and framework_version != "unknown":
         pins.append(f"{package}=={framework_version}")
-    for dependency in (*HARNESS_REQUIREMENTS, *MODEL_LIBRARIES.get(framework, ())):
+    for dependency in (*HARNESS_REQUIREMENTS, *libraries):
         if dependency == package:
             continue  # pinned above; MLflow rejects two pins of one package
         try:

@@ -1,5 +1,6 @@
-"""SHAP values of a saved model with `shap`: a tree explainer where the fitted model is a plain tree
-ensemble shap reads directly, else the permutation explainer on the model's prediction function.
+"""SHAP values of a saved model with `shap`: a tree explainer where the fitted model offers a plain
+tree ensemble shap reads directly (FittedModel.tree_ensemble), else the permutation explainer on the
+model's prediction function.
 
 Values come back as rows x features x outputs (one output per class, or one for regression), for
 the model's own input columns; which explainer ran, and why the tree one did not, is recorded.
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from tasks.frameworks.capabilities import NotOffered, TreeEnsemble
 
 # Rows explained per call of the permutation explainer: the deadline is checked between calls.
 CHUNK_ROWS = 10
@@ -62,48 +65,12 @@ class ShapValues:
         return pd.Series(np.abs(self.values).mean(axis=(0, 2)), index=self.features)
 
 
-@dataclass(frozen=True)
-class TreeRoute:
-    """A tree ensemble shap reads directly, and how a frame becomes its input columns."""
-
-    estimator: Any
-    transform: Callable[[pd.DataFrame], Any]
-    # Column i of the transformed input is the model feature `columns[i]`.
-    columns: list[str]
-
-
-def tree_route(model: Any, framework: str) -> tuple[TreeRoute | None, str]:
-    """The tree route for a saved model, or None with the reason it has none."""
-    estimator = getattr(model, "estimator", None)
-    schema = getattr(model, "schema", None)
-    if framework == "hgb" and estimator is not None:
-        if schema.levels:
-            # shap reads HistGradientBoosting's numeric splits only, not its categorical bitsets.
-            return None, "hgb with categorical features: shap's tree explainer cannot read category splits"
-        return TreeRoute(estimator, lambda X: schema.apply(X).to_numpy(dtype=float), list(schema.columns)), ""
-    if framework == "rf" and estimator is not None:
-        encoder, forest = estimator[:-1], estimator[-1]
-        # The encoder puts categorical columns first, then the rest: map its output names back.
-        names = [name.split("__", 1)[1] for name in encoder.get_feature_names_out()]
-        return TreeRoute(forest, lambda X: np.asarray(encoder.transform(schema.apply(X)), dtype=float),
-                         names), ""
-    if framework == "flaml":
-        automl = getattr(model, "automl", None)
-        best = getattr(automl, "best_estimator", "")
-        if best not in ("lgbm", "xgboost", "xgb_limitdepth", "rf", "extra_tree"):
-            return None, f"FLAML picked '{best}', not a tree ensemble"
-        if schema.levels:
-            return None, "FLAML's model sees categorical features through its own encoding"
-        trained = automl._trained_estimator  # FLAML keeps its preprocessing on the wrapper
-
-        def transform(X: pd.DataFrame) -> Any:
-            prepared = automl._state.task.preprocess(schema.apply(X), automl._transformer)
-            return trained._preprocess(prepared)
-
-        names = getattr(trained.estimator, "feature_names_in_", None)
-        columns = [str(c) for c in (schema.columns if names is None else names)]
-        return TreeRoute(trained.estimator, transform, columns), ""
-    return None, f"{framework}'s fitted model is not a plain tree ensemble shap reads"
+def tree_route(model: Any) -> tuple[TreeEnsemble | None, str]:
+    """The tree ensemble the saved model offers shap's tree explainer, or None with the reason."""
+    try:
+        return model.tree_ensemble(), ""
+    except NotOffered as exc:
+        return None, str(exc)
 
 
 def _as_rows_features_outputs(values: Any, rows: int) -> np.ndarray:
@@ -115,7 +82,7 @@ def _as_rows_features_outputs(values: Any, rows: int) -> np.ndarray:
     return array
 
 
-def tree_values(route: TreeRoute, X: pd.DataFrame, features: list[str]) -> np.ndarray:
+def tree_values(route: TreeEnsemble, X: pd.DataFrame, features: list[str]) -> np.ndarray:
     """SHAP values from the tree explainer, columns reordered to `features`."""
     import shap
 

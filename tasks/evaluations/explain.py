@@ -5,9 +5,11 @@ importance (the drop of the suite metric's `result` per shuffled feature, over s
 with a confidence interval), SHAP values (the tree explainer where shap reads the fitted ensemble,
 else the permutation explainer with a background sample from the training part), their fidelity
 (PGI/PGU: the prediction gap when the top-k features are perturbed, against the bottom-k), and the
-framework's own importance where it has one (AutoGluon's feature_importance, H2O's varimp).
-Text datasets are explained at token level for tfidf_logreg. Stability across folds and seeds and
-agreement between frameworks are cross-job figures: the report computes them from importance.csv.
+framework's own importance where the model offers one (AutoGluon's feature_importance, H2O's varimp).
+Text datasets are explained at token level where the model offers its tokens (tfidf_logreg). What
+a model offers is asked of it (tasks/frameworks/capabilities.py), never read from its name.
+Stability across folds and seeds and agreement between frameworks are cross-job figures: the
+report computes them from importance.csv.
 
 Time: each part has a share of what is left of the block's `time_s` once the model and fold are
 loaded; a part cut by it records how far it got and the evaluation is `partial`, never silently
@@ -24,7 +26,9 @@ import pandas as pd
 from pydantic import Field
 
 from tasks.evaluations import _attribution as attribution
+from tasks.evaluations import _shap as shapley
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.frameworks.capabilities import NotOffered
 
 IMPORTANCE_FILE = "importance.csv"
 SHAP_FILE = "shap_values.npz"
@@ -145,10 +149,8 @@ def _explain_tabular(context: EvaluationContext, settings: ExplainSettings, feat
     def score(predictions: np.ndarray, proba: pd.DataFrame | None) -> float:
         return context.score(predictions, proba, truth=y_test)["result"]
 
-    from tasks.evaluations import _shap as shap_module
-
-    if shap_module.tree_route(context.model, context.job.framework.split(":")[0])[0] is None:
-        shap_module.compile_in_background()
+    if shapley.tree_route(context.model)[0] is None:
+        shapley.compile_in_background()
     notes: list[str] = []
     if text_columns:
         notes.append(f"text columns not explained at feature level: {', '.join(text_columns)}")
@@ -241,40 +243,38 @@ def _fidelity(X: pd.DataFrame, importance: pd.Series, predict: attribution.Predi
 def _shap(context: EvaluationContext, settings: ExplainSettings, X_rows: pd.DataFrame,
           features: list[str]) -> tuple[Any, str, list[str]]:
     """(ShapValues or None, which explainer ran, notes)."""
-    from tasks.evaluations import _shap as shap_values
-
     notes: list[str] = []
     deadline = _deadline(context, SHAP_SHARE)
     if time.monotonic() >= deadline:
         return None, "none", ["SHAP: no time left within the limit"]
-    route, why = shap_values.tree_route(context.model, context.job.framework.split(":")[0])
+    route, why = shapley.tree_route(context.model)
     if route is not None:
         try:
-            values = shap_values.tree_values(route, X_rows[features], features)
-            return shap_values.ShapValues("tree", values, list(range(len(X_rows))), features), "tree", notes
+            values = shapley.tree_values(route, X_rows[features], features)
+            return shapley.ShapValues("tree", values, list(range(len(X_rows))), features), "tree", notes
         except Exception as exc:  # noqa: BLE001 - the model-agnostic explainer still answers
             why = f"tree explainer failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-    notes.append(f"SHAP permutation explainer: {why}")
+    notes.append(f"SHAP permutation explainer: {context.job.framework}: {why}")
     predict = _predictor(context)
     background = _sample(context.fold.X_train[features], settings.background, settings.seed)
 
     def output(frame: pd.DataFrame) -> np.ndarray:
         return attribution.output_matrix(*predict(frame))
 
-    if not shap_values.wait_compiled(deadline):
+    if not shapley.wait_compiled(deadline):
         notes.append("SHAP: shap's permutation explainer was still compiling its kernels (numba) at the "
                      "limit; raise explain.time_s")
         return None, "none", notes
     # One row's worth of model calls, timed first: a model too slow for even one row is said so.
-    cost = shap_values.row_cost_s(output, background, len(features))
+    cost = shapley.row_cost_s(output, background, len(features))
     left = deadline - time.monotonic()
     if cost > left:
         notes.append(f"SHAP: one row needs about {cost:.0f} s of model calls, more than the {left:.0f} s "
                      "left within the limit (lower explain.background or raise time_s)")
         return None, "none", notes
-    values, done = shap_values.permutation_values(output, X_rows[features], background,
+    values, done = shapley.permutation_values(output, X_rows[features], background,
                                                   seed=settings.seed, deadline=deadline)
-    return shap_values.ShapValues("permutation", values, list(range(done)), features), "permutation", notes
+    return shapley.ShapValues("permutation", values, list(range(done)), features), "permutation", notes
 
 
 def _save_shap(path: Any, values: Any, X_rows: pd.DataFrame, predict: attribution.Predict) -> None:
@@ -305,44 +305,30 @@ def _as_numbers(column: pd.Series) -> np.ndarray:
 def _framework_importance(context: EvaluationContext, X: pd.DataFrame, y: pd.Series,
                           features: list[str]) -> tuple[pd.DataFrame | None, str, str]:
     """(feature, importance[, stddev, p_value]) from the framework itself, its kind, and a note."""
-    framework = context.job.framework.split(":")[0]
-    deadline = _deadline(context, FRAMEWORK_SHARE)
-    left = deadline - time.monotonic()
-    if framework not in ("autogluon", "h2o"):
+    model, framework = context.model, context.job.framework
+    if model.native_importance_kind is None:
         return None, "none", ""
+    left = _deadline(context, FRAMEWORK_SHARE) - time.monotonic()
     if left < 2:
         return None, "none", f"{framework}'s own importance: no time left within the limit"
     try:
-        if framework == "autogluon":
-            model = context.model
-            data = model.features(X)
-            data[context.fold.task.target] = y.to_numpy()
-            board = model.predictor.feature_importance(data, time_limit=left, num_shuffle_sets=3, silent=True)
-            table = board.reset_index().rename(columns={"index": "feature"})
-            return table[["feature", "importance", "stddev", "p_value"]], "autogluon feature_importance", ""
-        varimp = context.model.leader.varimp(use_pandas=True)
-        if varimp is None:
-            algo = getattr(context.model.leader, "algo", "its leader")
-            return None, "none", f"H2O's leader ({algo}) has no variable importance"
-        # GLM names one-hot levels `color.red`: fold them back onto their feature.
-        owner = {f: f for f in features}
-        rows = [(owner.get(v) or next((f for f in features if str(v).startswith(f"{f}.")), str(v)), imp)
-                for v, imp in zip(varimp["variable"], varimp["scaled_importance"], strict=True)]
-        table = pd.DataFrame(rows, columns=["feature", "importance"]).groupby("feature", as_index=False).sum()
-        return table, "h2o varimp", ""
+        offered = model.native_importance(X, y, left)
+    except NotOffered as exc:
+        return None, "none", f"{framework}'s own importance: {exc}"
     except Exception as exc:  # noqa: BLE001 - the harness's own figures stand without it
         return None, "none", f"{framework}'s own importance failed: {type(exc).__name__}: {exc}"[:300]
+    return offered.table, offered.kind, ""
 
 
-# ---------------------------------------------------------------- text: token level, tfidf_logreg
+# ---------------------------------------------------------------- text: token level
 
 
 def _explain_text(context: EvaluationContext, settings: ExplainSettings) -> EvaluationResult:
-    framework = context.job.framework.split(":")[0]
     texts = [c for c in context.fold.X_test.columns if context.spec.columns.get(c) == "text"]
-    if framework != "tfidf_logreg":
-        return _not_explained(f"{framework} on text: token-level SHAP needs a tokenizer shap can mask "
-                              "with cheaply (tfidf_logreg's word split); this model has none")
+    try:
+        token_split = context.model.text_tokens()
+    except NotOffered as exc:
+        return _not_explained(f"{context.job.framework} on text: {exc}")
     if len(texts) != 1 or len(context.fold.X_test.columns) != 1:
         return _not_explained("token-level SHAP takes a dataset with exactly one text column and no "
                               f"other feature; this one has {list(context.fold.X_test.columns)}")
@@ -358,7 +344,7 @@ def _explain_text(context: EvaluationContext, settings: ExplainSettings) -> Eval
             return model.predict_proba(frame).to_numpy(dtype=float)
         return np.asarray(model.predict(frame), dtype=float).reshape(-1, 1)
 
-    explainer = shap.explainers.Partition(output, shap.maskers.Text(r"\W+"))
+    explainer = shap.explainers.Partition(output, shap.maskers.Text(token_split))
     deadline = _deadline(context, SHAP_SHARE)
     started = time.monotonic()
     totals: dict[str, list[float]] = {}

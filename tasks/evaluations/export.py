@@ -1,10 +1,12 @@
 """Can the model ship outside Python? Export a job's saved model to ONNX, check parity, time both.
 
-Per framework: skl2onnx for the scikit-learn baselines, onnxmltools for the LightGBM/XGBoost
-model FLAML picked, AutoGluon's compile() (ONNX for RF, XT and NN only) on a copy of the
-predictor, H2O's MOJO (its deployable artifact; size recorded) with onnxmltools' route for GBM
-MOJOs. Parity is the largest absolute difference of probabilities (or values) against the native
-model on the test fold; latency at batch 1 and throughput at a large batch, ONNX Runtime against
+The model says how (FittedModel.to_onnx, tasks/frameworks/capabilities.py): one graph (skl2onnx
+for the scikit-learn baselines, onnxmltools for LightGBM/XGBoost boosters and H2O's GBM MOJOs, a
+hand-built graph for the constant baseline), or a compiled copy its framework runs (AutoGluon's
+compile(), ONNX for RF, XT and NN only). A model with a deployable file of its own (H2O's MOJO,
+FittedModel.native_artifact) writes it first; its size is recorded. Parity is the largest
+absolute difference of probabilities (or values) against the native model on the test fold;
+latency at batch 1 and throughput at a large batch, ONNX Runtime against
 the native model, in the same process on the same cores.
 
 The outcome is the tag `export_onnx`: ok | unsupported (with the converter's message in
@@ -25,12 +27,10 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from tasks.evaluations import _onnx
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.frameworks.capabilities import NotOffered, OnnxCompiled, OnnxGraph
 
 ONNX_FILE = "model.onnx"
-MOJO_DIR = "mojo"
-COMPILED_DIR = "autogluon_compiled"
 
 
 class ExportSettings(EvaluationSettings):
@@ -75,22 +75,25 @@ class ExportEvaluation(PostJobEvaluation):
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
         settings: ExportSettings = context.settings  # type: ignore[assignment]
-        framework = context.job.framework.split(":")[0]
         metrics: dict[str, float] = {}
         files: list[str] = []
         info: dict[str, Any] = {}
-        mojo_tags: dict[str, str] = {}
-        if framework == "h2o":
-            mojo_mb, mojo_tags = _h2o_mojo(context)
-            if mojo_mb is not None:
-                metrics["mojo_mb"] = mojo_mb
+        artifact_tags: dict[str, str] = {}
+        kind = context.model.native_artifact_kind
+        if kind is not None:  # its own deployable file first (H2O's ONNX route reads its MOJO)
+            try:
+                artifact = context.model.native_artifact(context.folder)
+                metrics[f"{kind}_mb"] = artifact.path.stat().st_size / 1e6
+                artifact_tags[f"export_{kind}"] = "ok"
+            except NotOffered as exc:
+                artifact_tags.update({f"export_{kind}": "unsupported", f"export_{kind}.reason": str(exc)})
         started = time.monotonic()
         try:
-            route = _route(context, framework)
-        except _onnx.Unsupported as exc:
+            route = _route(context)
+        except NotOffered as exc:
             metrics["onnx_export_ok"] = 0.0
             return EvaluationResult(status="ok", metrics=metrics, info=info, tags={
-                "export_onnx": "unsupported", "export_onnx.reason": str(exc), **mojo_tags})
+                "export_onnx": "unsupported", "export_onnx.reason": str(exc), **artifact_tags})
         metrics["onnx_export_s"] = time.monotonic() - started
         info["covers"] = route.covers
         if route.onnx_file is not None:
@@ -111,14 +114,15 @@ class ExportEvaluation(PostJobEvaluation):
             metrics["onnx_speedup_p50"] = metrics["native_latency_p50_ms"] / metrics["onnx_latency_p50_ms"]
         within = gap <= settings.tolerance * scale
         metrics["onnx_export_ok"] = 1.0 if within else 0.0
-        tags = {"export_onnx": "ok" if within else "parity failed", **mojo_tags}
+        tags = {"export_onnx": "ok" if within else "parity failed", **artifact_tags}
         if not within:
             limit = settings.tolerance * scale
             tags["export_onnx.reason"] = (f"largest |native - ONNX| on the test fold is {gap:.3g}, over the "
                                           f"tolerance {limit:.3g}{_missing_hint(X_test)}")
             files = [f for f in files if f != ONNX_FILE]  # a graph that answers differently is not shipped
-        # AutoGluon's compiled copy has served its purpose; the job folder keeps only model.onnx.
-        shutil.rmtree(context.folder / COMPILED_DIR, ignore_errors=True)
+        # A compiled copy (AutoGluon's) has served its purpose; the job folder keeps only model.onnx.
+        if route.scratch is not None:
+            shutil.rmtree(route.scratch, ignore_errors=True)
         return EvaluationResult(status="ok", metrics=metrics, files=files, info=info, tags=tags)
 
 
@@ -128,8 +132,9 @@ EVALUATION = ExportEvaluation()
 class _Route:
     """An exported model as the evaluation times it: its output on a frame, and its file."""
 
-    def __init__(self, output: Callable[[pd.DataFrame], np.ndarray], onnx_file: Path | None, covers: str):
-        self.output, self.onnx_file, self.covers = output, onnx_file, covers
+    def __init__(self, output: Callable[[pd.DataFrame], np.ndarray], onnx_file: Path | None, covers: str,
+                 scratch: Path | None = None):
+        self.output, self.onnx_file, self.covers, self.scratch = output, onnx_file, covers, scratch
 
 
 def _missing_hint(X: pd.DataFrame) -> str:
@@ -147,17 +152,26 @@ def _native_output(context: EvaluationContext) -> Callable[[pd.DataFrame], np.nd
     return lambda X: np.asarray(model.predict(X), dtype=float).reshape(-1, 1)
 
 
-def _route(context: EvaluationContext, framework: str) -> _Route:
-    if framework == "autogluon":
-        return _autogluon(context)
-    X_test, task = context.fold.X_test, context.fold.task
-    if framework == "h2o":
-        converted = _h2o_onnx(context)
-    else:
-        converted = _onnx.convert(context.model, framework, X_test, task)
+def _route(context: EvaluationContext) -> _Route:
+    """The model's ONNX export as the evaluation runs it (raises NotOffered)."""
+    exported = context.model.to_onnx(context.folder)
+    if isinstance(exported, OnnxCompiled):
+        return _compiled(context, exported)
+    return _graph(context, exported)
+
+
+def _graph(context: EvaluationContext, converted: OnnxGraph) -> _Route:
     path = context.folder / ONNX_FILE
     path.write_bytes(converted.model.SerializeToString())
-    session = _session(path, len(context.cores) or 1)
+    return _Route(graph_output(converted, path, context.fold.task, len(context.cores) or 1), path,
+                  converted.covers)
+
+
+def graph_output(converted: OnnxGraph, path: Path, task: Any, threads: int) -> Callable[[pd.DataFrame],
+                                                                                          np.ndarray]:
+    """The graph saved at `path`, run by ONNX Runtime: probabilities in the task's class order
+    (classification) or values as one column, as the native model's are compared."""
+    session = _session(path, threads)
     classes = [str(c) for c in converted.classes]
 
     def output(X: pd.DataFrame) -> np.ndarray:
@@ -171,7 +185,15 @@ def _route(context: EvaluationContext, framework: str) -> _Route:
                   for label in task.classes] if classes else list(values.T)
         return np.column_stack(picked)
 
-    return _Route(output, path, converted.covers)
+    return output
+
+
+def _compiled(context: EvaluationContext, compiled: OnnxCompiled) -> _Route:
+    graphs = list(compiled.graphs)
+    if len(graphs) == 1:  # one compiled graph: it is the graph to ship
+        shutil.copy(graphs[0], context.folder / ONNX_FILE)
+        graphs = [context.folder / ONNX_FILE]
+    return _Route(compiled.output, graphs[0] if graphs else None, compiled.covers, compiled.scratch)
 
 
 def _session(path: Path, threads: int) -> Any:
@@ -202,93 +224,3 @@ def _speed(output: Callable[[pd.DataFrame], np.ndarray], X: pd.DataFrame, batch:
     started = time.perf_counter()
     output(batch)
     return 1000 * float(np.median(times)), len(batch) / max(time.perf_counter() - started, 1e-9)
-
-
-# ---------------------------------------------------------------- AutoGluon: compile() on a copy
-
-
-def _autogluon(context: EvaluationContext) -> _Route:
-    predictor = context.model.predictor
-    best = predictor.model_best
-    trainer = predictor._trainer  # the lineage of the best model is only known to the trainer
-    lineage = trainer.get_minimum_model_set(best)
-    blockers = []
-    for name in lineage:
-        model = trainer.load_model(name)
-        if "WeightedEnsemble" in type(model).__name__:
-            continue  # a weighted sum of its members' outputs: nothing to compile
-        if not model.can_compile({"compiler": "onnx"}):
-            blockers.append(f"{name} ({type(model).__name__})")
-    if blockers:
-        raise _onnx.Unsupported("AutoGluon's compile() takes RF, XT and NN_TORCH models only; the best "
-                                f"model {best} needs {', '.join(blockers)}")
-    copy_dir = context.folder / COMPILED_DIR
-    if copy_dir.exists():
-        shutil.rmtree(copy_dir)
-    clone = predictor.clone(str(copy_dir), return_clone=True)
-    try:
-        clone.compile(models=[best], with_ancestors=True)
-    except Exception as exc:  # noqa: BLE001 - the compiler's verdict
-        raise _onnx.Unsupported(f"AutoGluon compile() failed: {type(exc).__name__}: {exc}"[:400]) from None
-    from tasks.frameworks.ag_tabular import AutoGluonModel
-
-    compiled = AutoGluonModel(clone, context.model.schema, context.model.task)
-    task = context.fold.task
-    graphs = sorted(copy_dir.rglob("*.onnx"))
-    if len(graphs) == 1:  # one compiled model: it is the graph to ship
-        shutil.copy(graphs[0], context.folder / ONNX_FILE)
-        graphs = [context.folder / ONNX_FILE]
-
-    def output(X: pd.DataFrame) -> np.ndarray:
-        if task.is_classification:
-            return compiled.predict_proba(X).to_numpy(dtype=float)
-        return np.asarray(compiled.predict(X), dtype=float).reshape(-1, 1)
-
-    return _Route(output, graphs[0] if graphs else None,
-                  f"AutoGluon's {best} with its lineage compiled to ONNX ({len(graphs)} graph(s))")
-
-
-# ---------------------------------------------------------------- H2O: MOJO, and ONNX for GBM
-
-
-def _h2o_mojo(context: EvaluationContext) -> tuple[float | None, dict[str, str]]:
-    """(MOJO size in MB or None, the export_mojo tags). Some H2O-3 OSS clients (3.46.0.12 here)
-    refuse MOJO export ("requires H2O-3 Secure"): that is recorded as it is said."""
-    folder = context.folder / MOJO_DIR
-    folder.mkdir(exist_ok=True)
-    try:
-        path = Path(context.model.leader.download_mojo(path=str(folder)))
-    except Exception as exc:  # noqa: BLE001 - the client's verdict, recorded
-        return None, {"export_mojo": "unsupported",
-                      "export_mojo.reason": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
-    return path.stat().st_size / 1e6, {"export_mojo": "ok"}
-
-
-def _h2o_onnx(context: EvaluationContext) -> _onnx.OnnxModel:
-    leader = context.model.leader
-    algo = str(getattr(leader, "algo", ""))
-    if algo != "gbm":
-        raise _onnx.Unsupported(f"onnxmltools converts H2O GBM MOJOs only; the leader is {algo} "
-                                f"({leader.model_id}); ship its MOJO instead")
-    import onnxmltools
-
-    schema, task = context.model.schema, context.fold.task
-    if schema.levels:
-        raise _onnx.Unsupported("onnxmltools' H2O converter takes numeric features only; this GBM has "
-                                f"categorical ones ({', '.join(schema.levels)})")
-    mojo = next((context.folder / MOJO_DIR).glob("*.zip"), None)
-    if mojo is None:
-        raise _onnx.Unsupported("onnxmltools converts H2O GBMs from their MOJO, and H2O wrote none "
-                                "(see export_mojo.reason)")
-    try:
-        graph = onnxmltools.convert_h2o(str(mojo))
-    except Exception as exc:  # noqa: BLE001
-        raise _onnx.Unsupported(f"{type(exc).__name__}: {exc}".splitlines()[0][:400]) from None
-    input_name = graph.graph.input[0].name
-
-    def feed(X: pd.DataFrame) -> dict[str, np.ndarray]:
-        return {input_name: _onnx.float_matrix(schema.apply(X))}
-
-    classes = list(task.classes) if task.is_classification else []
-    return _onnx.OnnxModel(graph, feed, 1 if task.is_classification else 0, classes,
-                           "H2O's GBM leader through its MOJO")

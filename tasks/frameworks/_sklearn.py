@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks._onnx import sklearn_graph
 from tasks.frameworks._tabular import FeatureSchema, proba_frame
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.capabilities import OnnxGraph
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget
 
@@ -50,6 +52,9 @@ class SklearnModel(FittedModel):
         return {"boosting_rounds": int(final.n_iter_), "max_rounds": int(final.max_iter),
                 "stopped_by_time": final.stopped_by_time()}
 
+    def to_onnx(self, folder: Path) -> OnnxGraph:
+        return sklearn_graph(self.estimator, self.schema, self.task, covers="the whole fitted estimator")
+
     def save(self, model_dir: Path) -> None:
         import joblib
 
@@ -70,6 +75,7 @@ class SklearnAdapter(FrameworkAdapter):
     package = "scikit-learn"
     install_hint = "pip install scikit-learn"
     environments = SKLEARN_ENVIRONMENTS
+    model_class: ClassVar[type[SklearnModel]] = SklearnModel  # what the adapter's models offer
 
     @abstractmethod
     def estimator(
@@ -92,7 +98,7 @@ class SklearnAdapter(FrameworkAdapter):
         schema = FeatureSchema.learn(X, task)
         estimator = self.estimator(schema, task, budget, framework_params, seed)
         estimator.fit(schema.apply(X), y)
-        return SklearnModel(estimator, schema, task)
+        return self.model_class(estimator, schema, task)
 
     def load(self, model_dir: Path, task: TaskInfo) -> SklearnModel:
-        return SklearnModel.load(model_dir, task)
+        return self.model_class.load(model_dir, task)

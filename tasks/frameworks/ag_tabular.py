@@ -11,11 +11,13 @@ import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
+from tasks.frameworks.capabilities import NativeImportance, NotOffered, OnnxCompiled
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.metric_registry import AUTOGLUON, framework_name
 from tasks.specs import Budget
 
 PREDICTOR_DIR = "predictor"
+COMPILED_DIR = "autogluon_compiled"  # the predictor's copy that compile() turns into ONNX
 PRESETS = ("medium_quality", "good_quality", "high_quality", "best_quality", "extreme_quality",
            "optimize_for_deployment", "interpretable")
 # AutoGluon finishes its current model and the ensemble after time_limit; leave it that room.
@@ -90,6 +92,8 @@ def sample_rows(y: pd.Series, rows: int, seed: int, *, stratify: bool) -> np.nda
 
 
 class AutoGluonModel(FittedModel):
+    native_importance_kind = "autogluon feature_importance"
+
     def __init__(self, predictor: Any, schema: FeatureSchema, task: TaskInfo,
                  sampled: tuple[int, int] | None = None) -> None:
         self.predictor = predictor
@@ -108,6 +112,49 @@ class AutoGluonModel(FittedModel):
             raise NotImplementedError("regression models have no class probabilities")
         proba = self.predictor.predict_proba(self.features(X), as_multiclass=True)
         return proba_frame(proba.to_numpy(), list(proba.columns), self.task)
+
+    def _output(self, X: pd.DataFrame) -> np.ndarray:
+        if self.task.is_classification:
+            return self.predict_proba(X).to_numpy(dtype=float)
+        return np.asarray(self.predict(X), dtype=float).reshape(-1, 1)
+
+    def to_onnx(self, folder: Path) -> OnnxCompiled:
+        """AutoGluon's compile() (ONNX for RF, XT and NN_TORCH) of the best model's lineage, on a copy."""
+        predictor = self.predictor
+        best = predictor.model_best
+        trainer = predictor._trainer  # the lineage of the best model is only known to the trainer
+        blockers = []
+        for name in trainer.get_minimum_model_set(best):
+            model = trainer.load_model(name)
+            if "WeightedEnsemble" in type(model).__name__:
+                continue  # a weighted sum of its members' outputs: nothing to compile
+            if not model.can_compile({"compiler": "onnx"}):
+                blockers.append(f"{name} ({type(model).__name__})")
+        if blockers:
+            raise NotOffered("AutoGluon's compile() takes RF, XT and NN_TORCH models only; the best "
+                             f"model {best} needs {', '.join(blockers)}")
+        copy_dir = folder / COMPILED_DIR
+        if copy_dir.exists():
+            shutil.rmtree(copy_dir)
+        clone = predictor.clone(str(copy_dir), return_clone=True)
+        try:
+            clone.compile(models=[best], with_ancestors=True)
+        except Exception as exc:  # noqa: BLE001 - the compiler's verdict
+            raise NotOffered(f"AutoGluon compile() failed: {type(exc).__name__}: {exc}"[:400]) from None
+        compiled = AutoGluonModel(clone, self.schema, self.task)
+        graphs = sorted(copy_dir.rglob("*.onnx"))
+        return OnnxCompiled(compiled._output, graphs,
+                            f"AutoGluon's {best} with its lineage compiled to ONNX ({len(graphs)} graph(s))",
+                            scratch=copy_dir)
+
+    def native_importance(self, X: pd.DataFrame, y: pd.Series, time_limit_s: float) -> NativeImportance:
+        data = self.features(X)
+        data[self.task.target] = y.to_numpy()
+        board = self.predictor.feature_importance(data, time_limit=time_limit_s, num_shuffle_sets=3,
+                                                  silent=True)
+        table = board.reset_index().rename(columns={"index": "feature"})
+        return NativeImportance(self.native_importance_kind or "",
+                                table[["feature", "importance", "stddev", "p_value"]])
 
     def save(self, model_dir: Path) -> None:
         model_dir.mkdir(parents=True, exist_ok=True)
@@ -142,6 +189,7 @@ class AutoGluonAdapter(FrameworkAdapter):
     metric_names = AUTOGLUON  # the suite metric in its own names, from tasks/metric_registry.py
     package = "autogluon.tabular"
     install_hint = "pip install 'autogluon.tabular[lightgbm,catboost]'"
+    serving_packages = ("lightgbm", "catboost", "xgboost", "xgboost-cpu")
     uses_gpu = True
     # Raw text columns stay strings: AutoGluon turns them into its own n-gram features.
     modalities = frozenset({"tabular", "multimodal", "text"})

@@ -15,14 +15,32 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks.capabilities import (
+    NativeArtifact,
+    NativeImportance,
+    NotOffered,
+    OnnxCompiled,
+    OnnxGraph,
+    TreeEnsemble,
+)
 from tasks.frameworks.environments import EnvironmentSpec
-from tasks.specs import Budget
+from tasks.specs import Budget, DatasetSpec
 from tasks.task_info import ForecastTask as ForecastTask  # re-exported: the adapter interface
 from tasks.task_info import TaskInfo
 
 
 class FittedModel(ABC):
-    """A trained model as the worker sees it."""
+    """A trained model as the worker sees it, and what it offers the post-job evaluations.
+
+    Capabilities are asked, never inferred from the framework's name: each method below returns
+    what the model offers or raises ``NotOffered`` with one line saying why. The defaults offer
+    nothing; an adapter's model overrides what it has.
+    """
+
+    # The framework's own importance, in words ("h2o varimp"), when the model has one to compute.
+    native_importance_kind: ClassVar[str | None] = None
+    # The framework's own deployable file ("mojo"), when the model can write one.
+    native_artifact_kind: ClassVar[str | None] = None
 
     @abstractmethod
     def predict(self, X: pd.DataFrame) -> np.ndarray:
@@ -55,6 +73,30 @@ class FittedModel(ABC):
         """Anything worth recording: leaderboard, best model, params actually used."""
         return {}
 
+    # ------------------------------------------------------------ capabilities
+
+    def tree_ensemble(self) -> TreeEnsemble:
+        """The fitted tree ensemble shap's tree explainer reads directly, with its input transform."""
+        raise NotOffered("its fitted model is not a plain tree ensemble shap reads")
+
+    def to_onnx(self, folder: Path) -> OnnxGraph | OnnxCompiled:
+        """The model in ONNX: one graph, or a compiled copy written under `folder`."""
+        raise NotOffered("no ONNX converter for this model")
+
+    def native_importance(self, X: pd.DataFrame, y: pd.Series, time_limit_s: float) -> NativeImportance:
+        """The framework's own feature importance on (X, y), within time_limit_s; see
+        native_importance_kind."""
+        raise NotOffered("the framework offers no importance of its own")
+
+    def native_artifact(self, folder: Path) -> NativeArtifact:
+        """The framework's own deployable file written under `folder`; see native_artifact_kind."""
+        raise NotOffered("the framework has no deployable file of its own")
+
+    def text_tokens(self) -> str:
+        """The regular expression splitting a text into the tokens the model reads, for a model
+        cheap enough to call on many masked copies of a text (token-level SHAP)."""
+        raise NotOffered("token-level SHAP needs a tokenizer shap can mask with cheaply; this model has none")
+
 
 class FrameworkAdapter(ABC):
     """One per framework. Constructed with no arguments; does no work until fit/load."""
@@ -76,6 +118,8 @@ class FrameworkAdapter(ABC):
     # The framework of tasks.metric_registry.METRIC_FRAMEWORKS whose metric names this adapter tells
     # its framework to optimise the suite metric by; None: it optimises no suite metric.
     metric_names: ClassVar[str | None] = None
+    # Libraries its saved models may load besides `package` (a served model pins those installed).
+    serving_packages: ClassVar[tuple[str, ...]] = ()
 
     def version(self) -> str | None:
         """Installed version, or None when the framework is not installed."""
@@ -90,6 +134,18 @@ class FrameworkAdapter(ABC):
         """One sentence saying why this framework cannot run here (not installed, no Java), or None."""
         if self.version() is None:
             return f"framework '{self.name}' is not installed; install it with: {self.install_hint}"
+        return None
+
+    def applies_to(self, spec: DatasetSpec) -> str | None:
+        """Why this framework cannot take the dataset `spec` describes (one sentence), or None.
+
+        The plan asks before any job runs (and the job runner again, for a job given directly);
+        such a job is recorded as skipped with the reason. By default: the problem types and
+        modalities the adapter declares. An adapter with limits of its own overrides it, e.g. rows
+        (`spec.rows`, the card's declared count, which the data gate checks) or column roles.
+        """
+        if spec.problem_type not in self.problem_types or spec.modality not in self.modalities:
+            return f"{self.name} does not handle {spec.modality} {spec.problem_type} problems."
         return None
 
     def start(self, budget: Budget, workdir: Path) -> None:

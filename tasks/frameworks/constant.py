@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks._onnx import TARGET_OPSET
 from tasks.frameworks._tabular import labels_from_proba
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo
+from tasks.frameworks.capabilities import OnnxGraph
 from tasks.specs import Budget
 
 STATE_FILE = "constant.json"
@@ -32,6 +34,41 @@ class ConstantModel(FittedModel):
         if self.priors is None:
             return np.full(len(X), self.mean, dtype=float)
         return labels_from_proba(self.predict_proba(X))
+
+    def to_onnx(self, folder: Path) -> OnnxGraph:
+        """A graph that reads the row count of its input and repeats the training prior (or mean)."""
+        import onnx
+        from onnx import TensorProto, helper
+
+        row = ([self.priors.get(str(label), 0.0) for label in self.task.classes] if self.priors is not None
+               else [self.mean])
+        width = len(row)
+        nodes = [
+            helper.make_node("Shape", ["X"], ["shape"]),
+            helper.make_node("Slice", ["shape", "zero", "one"], ["rows"]),
+            helper.make_node("Concat", ["rows", "width"], ["out_shape"], axis=0),
+            helper.make_node("Expand", ["prior", "out_shape"], ["output"]),
+        ]
+        initializers = [
+            helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+            helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+            helper.make_tensor("width", TensorProto.INT64, [1], [width]),
+            helper.make_tensor("prior", TensorProto.FLOAT, [1, width], row),
+        ]
+        graph = helper.make_graph(
+            nodes, "constant_baseline",
+            [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, None])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [None, width])],
+            initializers,
+        )
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", TARGET_OPSET[""])])
+        onnx.checker.check_model(proto)
+
+        def feed(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+            # The constant baseline reads no feature: one column of zeros carries the row count.
+            return {"X": np.zeros((len(frame), 1), dtype=np.float32)}
+
+        return OnnxGraph(proto, feed, 0, list(self.task.classes), "the whole model (it reads no feature)")
 
     def save(self, model_dir: Path) -> None:
         model_dir.mkdir(parents=True, exist_ok=True)

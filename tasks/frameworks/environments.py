@@ -200,27 +200,6 @@ def declared(adapter: FrameworkAdapter) -> list[FrameworkEnvironment]:
     return [FrameworkEnvironment(adapter.name, adapter.package, spec) for spec in adapter.environments]
 
 
-def all_environments() -> list[FrameworkEnvironment]:
-    """Every environment every adapter declares, by framework then version."""
-    from tasks.frameworks.registry import all_adapters
-
-    return [env for _, adapter in sorted(all_adapters().items()) for env in declared(adapter)]
-
-
-def find_environment(framework: str, version: str) -> FrameworkEnvironment:
-    """The declared environment `framework@version`, or one sentence naming the known versions."""
-    from tasks.frameworks.registry import get_adapter
-
-    adapter = get_adapter(framework)
-    environments = {env.version: env for env in declared(adapter)}
-    if version not in environments:
-        known = ", ".join(f"{framework}@{v}" for v in environments) or "none"
-        raise UserError(f"framework '{framework}' has no environment for version '{version}'; "
-                        f"known versions: {known} (or `{framework}` alone for the main environment's "
-                        f"{adapter.version() or 'none installed'}).")
-    return environments[version]
-
-
 def record_environment(model_dir: Path, environment: FrameworkEnvironment) -> None:
     """Put the environment's identity and pip freeze into a model folder it made (nothing when the
     job saved no model)."""

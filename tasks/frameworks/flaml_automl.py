@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks._onnx import float_matrix, sklearn_graph
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.capabilities import NotOffered, OnnxGraph, TreeEnsemble, not_offered
 from tasks.metric_registry import FLAML, framework_name
 from tasks.specs import Budget
 
@@ -24,6 +26,8 @@ TIME_RESERVE_S = 8.0
 # trial (cross-validated, thousands of rounds on one core) ran past the job's hard limit on a
 # 344-row dataset. A suite can still ask for it with `estimator_list`.
 ESTIMATORS = ["lgbm", "xgboost", "xgb_limitdepth", "rf", "extra_tree"]
+TREE_ESTIMATORS = ("lgbm", "xgboost", "xgb_limitdepth", "rf", "extra_tree")  # shap reads their trees
+BOOSTERS = ("lgbm", "xgboost", "xgb_limitdepth")  # converted by onnxmltools, the rest by skl2onnx
 
 
 class FlamlModel(FittedModel):
@@ -40,6 +44,56 @@ class FlamlModel(FittedModel):
             raise NotImplementedError("regression models have no class probabilities")
         matrix = self.automl.predict_proba(self.schema.apply(X))
         return proba_frame(np.asarray(matrix), list(self.automl.classes_), self.task)
+
+    def _prepare(self, X: pd.DataFrame) -> Any:
+        """X as FLAML's final estimator reads it: FLAML keeps its preprocessing on its wrappers."""
+        automl = self.automl
+        prepared = automl._state.task.preprocess(self.schema.apply(X), automl._transformer)
+        return automl._trained_estimator._preprocess(prepared)
+
+    def tree_ensemble(self) -> TreeEnsemble:
+        best = self.automl.best_estimator
+        if best not in TREE_ESTIMATORS:
+            raise NotOffered(f"FLAML picked '{best}', not a tree ensemble")
+        if self.schema.levels:
+            raise NotOffered("FLAML's model sees categorical features through its own encoding")
+        estimator = self.automl._trained_estimator.estimator
+        names = getattr(estimator, "feature_names_in_", None)
+        columns = [str(c) for c in (self.schema.columns if names is None else names)]
+        return TreeEnsemble(estimator, self._prepare, columns)
+
+    def to_onnx(self, folder: Path) -> OnnxGraph:
+        automl, task = self.automl, self.task
+        best = automl.best_estimator
+        estimator = automl._trained_estimator.estimator
+        if self.schema.levels:
+            raise NotOffered(f"FLAML's {best} reads categorical features through its own encoding, which "
+                             "the converters here do not take")
+        covers = f"FLAML's final {best} model (FLAML's column preprocessing stays in Python)"
+        classes = list(automl.classes_) if task.is_classification else []
+        if best not in BOOSTERS:
+            converted = sklearn_graph(estimator, self.schema, task, covers=covers,
+                                      prepare=lambda X: pd.DataFrame(self._prepare(X)))
+            # FLAML fits its scikit-learn models on encoded labels; its classes_ are the labels, in order.
+            converted.classes = classes
+            return converted
+        import onnxmltools
+        from onnxmltools.convert.common.data_types import FloatTensorType
+
+        inputs = [("X", FloatTensorType([None, len(self.schema.columns)]))]
+        try:
+            # onnxmltools picks the highest opset it supports (15 for LightGBM in 1.16).
+            if best == "lgbm":
+                graph = onnxmltools.convert_lightgbm(estimator, initial_types=inputs, zipmap=False)
+            else:
+                graph = onnxmltools.convert_xgboost(estimator, initial_types=inputs)
+        except Exception as exc:  # noqa: BLE001 - the converter's verdict on this model
+            raise not_offered(exc) from None
+
+        def feed(X: pd.DataFrame) -> dict[str, np.ndarray]:
+            return {"X": float_matrix(pd.DataFrame(self._prepare(X)))}
+
+        return OnnxGraph(graph, feed, 1 if task.is_classification else 0, classes, covers)
 
     def save(self, model_dir: Path) -> None:
         model_dir.mkdir(parents=True, exist_ok=True)
@@ -64,6 +118,7 @@ class FlamlAdapter(FrameworkAdapter):
     metric_names = FLAML  # the suite metric in its own names, from tasks/metric_registry.py
     package = "flaml"
     install_hint = "pip install 'flaml[automl]' xgboost-cpu"
+    serving_packages = ("lightgbm", "xgboost", "xgboost-cpu", "catboost")
 
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.frameworks._sklearn import SklearnAdapter
+from tasks.frameworks._sklearn import SklearnAdapter, SklearnModel
 from tasks.frameworks._tabular import FeatureSchema, search_seconds, shared_columns
 from tasks.frameworks.base import TaskInfo
+from tasks.frameworks.capabilities import NotOffered, TreeEnsemble
 from tasks.specs import Budget
 
 MAX_NATIVE_CATEGORIES = 255
@@ -35,8 +36,20 @@ def category_codes(X: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return frame
 
 
+class HistGradientBoostingModel(SklearnModel):
+    def tree_ensemble(self) -> TreeEnsemble:
+        if self.schema.levels:
+            # shap reads HistGradientBoosting's numeric splits only, not its categorical bitsets.
+            raise NotOffered("hgb with categorical features: shap's tree explainer cannot read category "
+                             "splits")
+        schema = self.schema
+        return TreeEnsemble(self.estimator, lambda X: schema.apply(X).to_numpy(dtype=float),
+                            list(schema.columns))
+
+
 class HistGradientBoostingAdapter(SklearnAdapter):
     name = "hgb"
+    model_class = HistGradientBoostingModel
 
     def estimator(
         self, schema: FeatureSchema, task: TaskInfo, budget: Budget, params: dict[str, Any], seed: int

@@ -1,76 +1,65 @@
 """Find the framework adapters: every module of this package that exposes ``ADAPTER``.
 
-Importing an adapter module is cheap (frameworks are imported inside adapter functions), so
-listing never fails because a framework is missing. Extra adapter files (tests use one that
-misbehaves on purpose) are added with ``AUTOML_EVAL_EXTRA_ADAPTERS``: file paths separated by
-the OS path separator; they are not part of the shipped listing.
+The adapters are plug-ins of the generic registry (tasks/plugins.py): a new framework is one file
+in this folder. Importing an adapter module is cheap (frameworks are imported inside adapter
+functions), so listing never fails because a framework is missing. Extra adapter files (tests use
+one that misbehaves on purpose) are added with ``AUTOML_EVAL_EXTRA_ADAPTERS``: file paths
+separated by the OS path separator; they are not part of the shipped listing.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import os
-import pkgutil
 from dataclasses import asdict
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
-import tasks.frameworks as package
 from tasks.errors import UserError
 from tasks.frameworks.base import FittedModel, ForecastTask, FrameworkAdapter, TaskInfo
+from tasks.frameworks.environments import (
+    MODEL_REQUIREMENTS_FILE,
+    FrameworkEnvironment,
+    declared,
+    model_environment,
+)
+from tasks.plugins import Registry
 
 EXTRA_ADAPTERS_ENV = "AUTOML_EVAL_EXTRA_ADAPTERS"
 TASK_FILE = "task.json"  # TaskInfo of a saved model, so a loader can rebuild it
 FRAMEWORK_FILE = "framework.json"  # which adapter (and version) wrote a saved model
 
-
-def _adapter_of(module: ModuleType) -> FrameworkAdapter | None:
-    adapter = getattr(module, "ADAPTER", None)
-    return adapter if isinstance(adapter, FrameworkAdapter) else None
-
-
-@cache
-def _shipped() -> dict[str, FrameworkAdapter]:
-    found: dict[str, FrameworkAdapter] = {}
-    for module_info in pkgutil.iter_modules(package.__path__):
-        if module_info.name.startswith("_") or module_info.name in ("base", "registry", "environments"):
-            continue
-        adapter = _adapter_of(importlib.import_module(f"{package.__name__}.{module_info.name}"))
-        if adapter is not None:
-            found[adapter.name] = adapter
-    return found
-
-
-@cache
-def _extra(spec: str) -> dict[str, FrameworkAdapter]:
-    found: dict[str, FrameworkAdapter] = {}
-    for file in filter(None, spec.split(os.pathsep)):
-        path = Path(file)
-        module_spec = importlib.util.spec_from_file_location(f"automl_eval_extra_{path.stem}", path)
-        if module_spec is None or module_spec.loader is None or not path.is_file():
-            raise UserError(f"{EXTRA_ADAPTERS_ENV}: no adapter module at {path}; fix the path.")
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-        adapter = _adapter_of(module)
-        if adapter is None:
-            raise UserError(f"{path}: defines no ADAPTER (a FrameworkAdapter instance); add one.")
-        found[adapter.name] = adapter
-    return found
+FRAMEWORKS: Registry[FrameworkAdapter] = Registry(
+    "framework", "frameworks", base=FrameworkAdapter, package="tasks.frameworks", attribute="ADAPTER",
+    skip=frozenset({"base", "registry", "environments"}), extra_env=EXTRA_ADAPTERS_ENV)
 
 
 def all_adapters() -> dict[str, FrameworkAdapter]:
     """Every adapter by name: the shipped ones plus any from AUTOML_EVAL_EXTRA_ADAPTERS."""
-    return {**_shipped(), **_extra(os.environ.get(EXTRA_ADAPTERS_ENV, ""))}
+    return FRAMEWORKS.all()
 
 
 def get_adapter(name: str) -> FrameworkAdapter:
-    adapters = all_adapters()
-    if name not in adapters:
-        raise UserError(f"unknown framework '{name}'; known frameworks: {', '.join(sorted(adapters))}.")
-    return adapters[name]
+    """The adapter called `name`, or one sentence naming the known ones (and the closest)."""
+    return FRAMEWORKS.get(name)
+
+
+# ------------------------------------------------------------ framework environments by name
+
+
+def all_environments() -> list[FrameworkEnvironment]:
+    """Every environment every adapter declares, by framework then version."""
+    return [env for _, adapter in sorted(all_adapters().items()) for env in declared(adapter)]
+
+
+def find_environment(framework: str, version: str) -> FrameworkEnvironment:
+    """The declared environment `framework@version`, or one sentence naming the known versions."""
+    adapter = get_adapter(framework)
+    environments = {env.version: env for env in declared(adapter)}
+    if version not in environments:
+        known = ", ".join(f"{framework}@{v}" for v in environments) or "none"
+        raise UserError(f"framework '{framework}' has no environment for version '{version}'; "
+                        f"known versions: {known} (or `{framework}` alone for the main environment's "
+                        f"{adapter.version() or 'none installed'}).")
+    return environments[version]
 
 
 # ------------------------------------------------------------ a saved model folder, self-contained
@@ -105,8 +94,6 @@ def load_saved_model(model_dir: Path) -> tuple[FittedModel, TaskInfo]:
     A model made in a framework environment of its own loads only where its framework has the same
     version: another version may unpickle it wrongly or not at all, so it is refused in one sentence.
     """
-    from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE, model_environment
-
     identity = json.loads((model_dir / FRAMEWORK_FILE).read_text())
     adapter = get_adapter(identity["name"])
     made_in = model_environment(model_dir)

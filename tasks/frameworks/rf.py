@@ -4,14 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.frameworks._sklearn import SklearnAdapter
+import numpy as np
+
+from tasks.frameworks._sklearn import SklearnAdapter, SklearnModel
 from tasks.frameworks._tabular import FeatureSchema
 from tasks.frameworks.base import TaskInfo
+from tasks.frameworks.capabilities import TreeEnsemble
 from tasks.specs import Budget
+
+
+class RandomForestModel(SklearnModel):
+    def tree_ensemble(self) -> TreeEnsemble:
+        encoder, forest = self.estimator[:-1], self.estimator[-1]
+        schema = self.schema
+        # The encoder puts categorical columns first, then the rest: map its output names back.
+        names = [name.split("__", 1)[1] for name in encoder.get_feature_names_out()]
+        return TreeEnsemble(forest, lambda X: np.asarray(encoder.transform(schema.apply(X)), dtype=float),
+                            names)
 
 
 class RandomForestAdapter(SklearnAdapter):
     name = "rf"
+    model_class = RandomForestModel
 
     def estimator(
         self, schema: FeatureSchema, task: TaskInfo, budget: Budget, params: dict[str, Any], seed: int

@@ -14,7 +14,7 @@ import pandas as pd
 from tasks.frameworks._sklearn import SklearnModel
 from tasks.frameworks._tabular import FeatureSchema
 from tasks.frameworks.base import FrameworkAdapter, TaskInfo, split_params
-from tasks.specs import Budget
+from tasks.specs import Budget, DatasetSpec
 
 # Settings the adapter chooses, each overridable from the suite by the same `_name` param.
 DEFAULTS: dict[str, Any] = {"max_features": 50_000, "ngram_max": 2, "min_df": 2, "char_ngrams": False}
@@ -24,11 +24,27 @@ def text_columns(X: pd.DataFrame, task: TaskInfo) -> list[str]:
     return [c for c in X.columns if task.column_roles.get(c) == "text"]
 
 
+# shap's text masker splits on this; the vectorizer's words are runs of word characters too.
+WORD_SPLIT = r"\W+"
+NO_TEXT_COLUMN = "tfidf_logreg needs at least one column with role 'text' in the dataset card."
+
+
+class TfidfLogregModel(SklearnModel):
+    def text_tokens(self) -> str:
+        return WORD_SPLIT  # one predict call on many masked texts is cheap: a sparse dot product
+
+
 class TfidfLogregAdapter(FrameworkAdapter):
     name = "tfidf_logreg"
     package = "scikit-learn"
     install_hint = "pip install scikit-learn"
     modalities = frozenset({"text"})
+
+    def applies_to(self, spec: DatasetSpec) -> str | None:
+        reason = super().applies_to(spec)
+        if reason is None and "text" not in spec.columns.values():
+            return NO_TEXT_COLUMN
+        return reason
 
     def fit(
         self,
@@ -57,7 +73,7 @@ class TfidfLogregAdapter(FrameworkAdapter):
         schema = FeatureSchema.learn(X, task, keep_text=True)
         texts = text_columns(X[schema.columns], task)
         if not texts:
-            raise ValueError("tfidf_logreg needs at least one column with role 'text' in the dataset card.")
+            raise ValueError(NO_TEXT_COLUMN)
         # A column with few rows may have no word in min_df rows: fall back to every word.
         min_df = settings["min_df"] if len(X) >= 20 * settings["min_df"] else 1
         parts: list[tuple[str, Any, Any]] = [
@@ -84,10 +100,10 @@ class TfidfLogregAdapter(FrameworkAdapter):
             model = Ridge(**{"alpha": 1.0, **model_params})
         estimator = Pipeline([("features", ColumnTransformer(parts)), ("model", model)])
         estimator.fit(schema.apply(X), y)
-        return SklearnModel(estimator, schema, task)
+        return TfidfLogregModel(estimator, schema, task)
 
     def load(self, model_dir: Path, task: TaskInfo) -> SklearnModel:
-        return SklearnModel.load(model_dir, task)
+        return TfidfLogregModel.load(model_dir, task)
 
     def test_params(self) -> dict[str, Any]:
         return {"_max_features": 500}

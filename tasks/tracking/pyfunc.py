@@ -17,7 +17,6 @@ import pandas as pd
 from tasks.evaluations._pyfunc import (
     HARNESS_PACKAGE,
     HARNESS_REQUIREMENTS,
-    MODEL_LIBRARIES,
     PREDICTION_COLUMN,
     PROBA_PREFIX,
     AdapterPyfunc,
@@ -30,7 +29,7 @@ from tasks.evaluations._pyfunc import (
 from tasks.tracking.signature import signature_for
 
 __all__ = [
-    "HARNESS_PACKAGE", "HARNESS_REQUIREMENTS", "MODEL_LIBRARIES", "PREDICTION_COLUMN", "PROBA_PREFIX",
+    "HARNESS_PACKAGE", "HARNESS_REQUIREMENTS", "PREDICTION_COLUMN", "PROBA_PREFIX",
     "AdapterPyfunc", "model_code_paths", "predictions_frame", "requirements", "save_pyfunc",
     "signature_and_example", "typed_by_roles",
 ]

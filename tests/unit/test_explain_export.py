@@ -1,6 +1,7 @@
 """Explanations and export: permutation importance finds a planted feature for every adapter; the
 report's stability and agreement equal hand-computed values; ONNX export of the scikit-learn
-baselines keeps parity; an unsupported model is recorded with the converter's message."""
+baselines keeps parity; an unsupported model is recorded with the converter's message; a job of
+every framework is explained, exported, served and corrupted as its model says it can be."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from jobs_support.tiny_project import REPO_ROOT, make_project
 
 from tasks.errors import UserError
 from tasks.evaluations import _attribution as attribution
-from tasks.evaluations import _onnx
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.export import EVALUATION as EXPORT
 from tasks.evaluations.registry import all_evaluations
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
 from tasks.frameworks.base import TaskInfo
-from tasks.frameworks.registry import all_adapters, write_model_identity
+from tasks.frameworks.capabilities import NotOffered
+from tasks.frameworks.registry import all_adapters, load_saved_model, write_model_identity
 from tasks.jobs import run_job
 from tasks.metrics import score
 from tasks.plan import Job
@@ -282,8 +283,8 @@ def test_an_unsupported_model_is_recorded_with_the_converters_message(project: d
     assert outcome.tags["export_onnx"] == "unsupported"
     assert "FunctionTransformer" in outcome.tags["export_onnx.reason"]
     assert outcome.metrics == {"onnx_export_ok": 0.0}
-    with pytest.raises(_onnx.Unsupported, match="FunctionTransformer"):
-        _onnx.convert(SklearnModel(estimator, schema, task), "rf", frame, task)
+    with pytest.raises(NotOffered, match="FunctionTransformer"):
+        SklearnModel(estimator, schema, task).to_onnx(folder)
 
 
 # ---------------------------------------------------------------- bad blocks
@@ -318,3 +319,76 @@ def test_an_export_that_crashed_or_was_killed_is_recorded_as_failed() -> None:
     assert outcome.metrics == {"onnx_export_ok": 0.0}
     assert outcome.tags == {"export_onnx": "failed",
                             "export_onnx.reason": "timeout: killed at the evaluation's limit of 180 s."}
+
+
+# ---------------------------------------------------------------- every adapter: the stage asks the model
+
+
+def _offers(ask: object) -> str | None:
+    """None when the model offers it, else the reason it gives."""
+    try:
+        ask()  # type: ignore[operator]
+    except NotOffered as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("name", _registry())
+def test_every_framework_is_explained_exported_served_and_corrupted_as_its_model_offers(
+        name: str, project: dict[str, DatasetSpec], tmp_path: Path) -> None:
+    """A job of each framework through the post-job stage: the explainer is shap's tree one exactly
+    when the model offers a tree ensemble, the ONNX export keeps parity exactly when the model
+    offers a conversion (else it is `unsupported` with the model's reason), and the model is served
+    and scored on corrupted folds like any other. Nothing here names a framework."""
+    adapter = all_adapters()[name]
+    spec = project["binary"]
+    if adapter.applies_to(spec):
+        pytest.skip(str(adapter.applies_to(spec)))
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    job, job_dir, result = _job(spec, name, tmp_path)
+    blocks = {
+        "explain": {"enabled": True, "time_s": 120, "rows": 20, "repeats": 2},
+        "export": {"enabled": True, "latency_calls": 5, "batch_rows": 200},
+        "robustness": {"enabled": True, "time_s": 120, "corruptions": ["missing_mcar", "gaussian_noise"],
+                       "severities": [0.5, 1.0], "coverage_min": 0.5},
+        "serving": {"enabled": True, "startup_timeout_s": 90, "time_s": 200, "concurrency": [1],
+                    "duration_s": 1.0, "max_requests": 20, "search_steps": 0},
+    }
+    evaluated = run_evaluations(job, spec, job_dir, result, blocks).evaluations
+    model = load_saved_model(job_dir / "model")[0]
+
+    explain = evaluated["explain"]
+    assert explain["status"] in ("ok", "partial"), explain["reason"]
+    explainer = explain["tags"]["explain_shap_explainer"]
+    if _offers(model.tree_ensemble) is None:
+        assert explainer == "tree" and explain["metrics"]["explain_shap_rows"] > 0
+    elif explainer == "none":  # the model-agnostic explainer found its model calls too slow for the limit
+        assert explain["status"] == "partial" and "SHAP" in explain["reason"], explain["reason"]
+    else:
+        assert explainer == "permutation" and explain["metrics"]["explain_shap_rows"] > 0
+    if explain["tags"]["explain_framework_importance"] != "none":
+        assert explain["tags"]["explain_framework_importance"] == model.native_importance_kind
+
+    export = evaluated["export"]
+    assert export["status"] == "ok", export["reason"]
+    onnx_refusal = _offers(lambda: model.to_onnx(tmp_path / "asked"))
+    if onnx_refusal is None:
+        assert export["tags"]["export_onnx"] == "ok", export["tags"]
+        assert export["metrics"]["onnx_parity_max_abs"] <= 1e-4
+        assert (evaluation_folder(job_dir, "export") / "model.onnx").is_file()
+    else:
+        assert export["tags"]["export_onnx"] == "unsupported"
+        assert export["tags"]["export_onnx.reason"] == onnx_refusal
+    if model.native_artifact_kind is not None:  # its own file (H2O's MOJO) is tried and recorded too
+        assert export["tags"][f"export_{model.native_artifact_kind}"] in ("ok", "unsupported")
+
+    robustness = evaluated["robustness"]
+    assert robustness["status"] == "ok", robustness["reason"]
+    assert robustness["metrics"]["robust_cases"] > 0 and robustness["metrics"]["robust_failures"] == 0
+
+    serving = evaluated["serving"]
+    assert serving["status"] == "ok", serving["reason"]
+    assert serving["metrics"]["serve_startup_s"] > 0
+    # A model slow per request (H2O's REST client) may finish no request within the step's second.
+    assert serving["metrics"].get("serve_c1_error_rate", 0.0) == 0

@@ -19,11 +19,11 @@ from flows.benchmark import (
 from flows.dispatch import max_parallel_jobs
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
-from tasks.frameworks.registry import all_adapters
+from tasks.frameworks.registry import all_adapters, get_adapter
 from tasks.gpus import GpuPool
-from tasks.plan import Job
+from tasks.plan import Job, make_jobs, not_applicable
 from tasks.results import JobResult
-from tasks.specs import Budget, load_dataset_spec, load_suite
+from tasks.specs import Budget, FrameworkRef, load_budget, load_dataset_spec, load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_CORE = Budget(name="b", time_s=10, cores=1, memory_mb=1024)
@@ -178,3 +178,27 @@ def test_a_worker_restricted_to_some_gpus_hands_out_those_devices() -> None:
     assert parse_visible_devices("", 4, uuids) == []
     pool = GpuPool(parse_visible_devices("2,3", 4, uuids))
     assert pool.take(1) == [2] and pool.take(1) == [3] and pool.take(1) == []
+
+
+def test_jobs_a_framework_cannot_take_are_planned_as_skipped_with_its_reason() -> None:
+    specs = {name: load_dataset_spec(name) for name in ("penguins", "food_reviews")}
+    budget = load_budget("test")
+    refs = [FrameworkRef.parse(name) for name in ("hgb", "tfidf_logreg", "statsforecast")]
+    jobs = make_jobs("unit", {name: "v0" for name in specs}, refs, 1, [0], budget)
+    adapters = {ref.name: get_adapter(ref.name) for ref in refs}
+    reasons = {(job.dataset, job.framework): why
+               for job in jobs if (why := not_applicable(jobs, specs, adapters).get(job.key))}
+    assert reasons == {
+        ("penguins", "tfidf_logreg"): "tfidf_logreg does not handle tabular multiclass problems.",
+        ("penguins", "statsforecast"): "statsforecast does not handle tabular multiclass problems.",
+        ("food_reviews", "hgb"): "hgb does not handle text binary problems.",
+        ("food_reviews", "statsforecast"): "statsforecast does not handle text binary problems.",
+    }
+
+
+def test_a_named_framework_that_takes_none_of_the_datasets_is_one_sentence() -> None:
+    with pytest.raises(UserError, match=r"--frameworks statsforecast takes none of this run's datasets "
+                                        r"\(statsforecast does not handle tabular binary problems; "):
+        resolve_plan("smoke", ["statsforecast"])
+    # One dataset it takes is enough: the others' jobs are planned and skipped with the reason.
+    assert [ref.id for ref in resolve_plan("smoke", ["constant"], ["penguins"]).frameworks] == ["constant"]

@@ -12,7 +12,8 @@ from run_support.project import add_suites
 from tasks.environment_install import install, resolver_reason
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
-from tasks.frameworks.environments import MARKER_FILE, EnvironmentSpec, FrameworkEnvironment, find_environment
+from tasks.frameworks.environments import MARKER_FILE, EnvironmentSpec, FrameworkEnvironment
+from tasks.frameworks.registry import find_environment
 from tasks.plan import Job, make_jobs
 from tasks.specs import Budget, FrameworkRef, check_plain_names, load_suite
 

@@ -34,6 +34,32 @@ def test_unknown_framework_lists_the_known_ones() -> None:
         get_adapter("autogloun")
 
 
+def test_an_unknown_name_suggests_the_closest_in_one_sentence() -> None:
+    from tasks.evaluations.registry import get_evaluation
+
+    with pytest.raises(UserError) as caught:
+        get_adapter("autogloun")
+    message = str(caught.value)
+    assert message.endswith("; did you mean 'autogluon'?") and "\n" not in message
+    with pytest.raises(UserError, match=r"unknown post-job evaluation 'explian'; known evaluations: "
+                                        r"explain, export, .*; did you mean 'explain'\?$"):
+        get_evaluation("explian")
+    with pytest.raises(UserError, match=r"unknown framework 'zzz'; known frameworks: [a-z0-9_, ]+\.$"):
+        get_adapter("zzz")  # nothing close: no guess
+
+
+def test_the_framework_environments_module_does_not_import_the_registry() -> None:
+    # The registry reads the adapters' declared environments; the other way round was an import cycle.
+    import ast
+    import inspect
+
+    import tasks.frameworks.environments as environments
+
+    tree = ast.parse(inspect.getsource(environments))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "tasks.frameworks.registry" not in imported
+
+
 def test_variants_are_autogluon_presets() -> None:
     assert get_adapter("autogluon").variant_params("best_quality") == {"presets": "best_quality"}
     with pytest.raises(ValueError, match="presets are"):

@@ -1,0 +1,77 @@
+"""What a fitted model can offer the post-job evaluations beyond predicting, as plain data.
+
+A model is asked (tasks/frameworks/base.py, ``FittedModel``): a tree ensemble shap's tree explainer
+reads, an ONNX conversion, the framework's own feature importance, its own deployable artifact
+(H2O's MOJO), the tokens of its text input. What it does not offer it refuses with ``NotOffered``
+and one line saying why, so the evaluations never branch on a framework's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+class NotOffered(Exception):
+    """The fitted model does not offer this; the message (one line) says why."""
+
+
+def not_offered(exc: Exception) -> NotOffered:
+    """A converter's or a library's refusal as NotOffered, its message's first line kept."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return NotOffered(text.splitlines()[0][:400] if text else type(exc).__name__)
+
+
+@dataclass(frozen=True)
+class TreeEnsemble:
+    """A fitted tree ensemble shap's TreeExplainer reads, and how a frame becomes its input."""
+
+    estimator: Any
+    transform: Callable[[pd.DataFrame], Any]
+    # Column i of the transformed input is the model feature `columns[i]`.
+    columns: list[str]
+
+
+@dataclass
+class OnnxGraph:
+    """One ONNX graph that answers as the model does, and how a frame feeds it."""
+
+    model: Any  # onnx.ModelProto
+    feed: Callable[[pd.DataFrame], dict[str, np.ndarray]]  # a frame -> the graph's inputs
+    # Output index of the probabilities (classification) or values (regression).
+    output: int
+    classes: list[Any]  # the graph's class order (classification)
+    covers: str  # what the graph covers, in words
+
+
+@dataclass
+class OnnxCompiled:
+    """A copy of the model whose parts its framework runs through ONNX (several graphs, its own
+    glue in Python): how it answers, and the graphs it wrote."""
+
+    # Probabilities in the task's class order (classification) or values as one column.
+    output: Callable[[pd.DataFrame], np.ndarray]
+    graphs: list[Path]
+    covers: str
+    scratch: Path | None = None  # the working copy, removed once the export is measured
+
+
+@dataclass(frozen=True)
+class NativeImportance:
+    """The framework's own feature importance: columns feature, importance[, stddev, p_value]."""
+
+    kind: str  # what it is, in words: "autogluon feature_importance", "h2o varimp"
+    table: pd.DataFrame = field(repr=False)
+
+
+@dataclass(frozen=True)
+class NativeArtifact:
+    """The framework's own deployable file (H2O's MOJO): its kind and where it was written."""
+
+    kind: str
+    path: Path

@@ -1,0 +1,212 @@
+"""XGBoost: gradient-boosted trees (hist), its own defaults, boosting until its rounds are done or
+the budget's time is spent, on the GPU (`device="cuda"`) when the job holds one.
+
+Categorical columns go in as the codes of the levels fixed at fit time (a missing or unknown level
+is missing), so the fitted booster has numeric splits only: shap's tree explainer reads it and
+onnxmltools converts it, and missing values are routed by XGBoost's own learned default directions.
+Classes are encoded in the task's fixed order; a class absent from the training fold gets
+probability 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
+from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.capabilities import OnnxGraph, TreeEnsemble, not_offered
+from tasks.specs import Budget
+
+MODEL_FILE = "xgboost.ubj"  # XGBoost's own format: portable across its versions and machines
+STATE_FILE = "xgboost.json"  # the classes the booster's outputs stand for, and how it was fitted
+# Boosting stops after the round in which the fit's time ran out: keep a round and saving in reserve.
+TIME_LIMIT_SHARE = 0.95
+TIME_RESERVE_S = 2.0
+DISTRIBUTIONS = ("xgboost", "xgboost-cpu")  # the CUDA build and the CPU-only one; either provides it
+
+
+def _distribution() -> str:
+    """Which of XGBoost's distributions is installed (its version and pin are that one's)."""
+    for name in DISTRIBUTIONS:
+        try:
+            metadata.version(name)
+            return name
+        except metadata.PackageNotFoundError:
+            continue
+    return DISTRIBUTIONS[-1]
+
+
+def _matrix(frame: pd.DataFrame, schema: FeatureSchema) -> np.ndarray:
+    """The model's columns as float32: numbers as they are, categories as their level's code, a
+    missing or unknown level as NaN. `frame` is typed by schema.apply."""
+    columns = []
+    for column in schema.columns:
+        if column in schema.levels:
+            codes = frame[column].cat.codes.to_numpy()
+            columns.append(np.where(codes < 0, np.nan, codes).astype(np.float32))
+        else:
+            columns.append(pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float32,
+                                                                                  na_value=np.nan))
+    return np.column_stack(columns) if columns else np.zeros((len(frame), 0), dtype=np.float32)
+
+
+def _device(budget: Budget) -> tuple[str, str]:
+    """("cuda" | "cpu", why the CPU when the budget grants a GPU). The job's CUDA_VISIBLE_DEVICES
+    holds exactly the devices it was granted."""
+    import xgboost
+
+    if budget.gpus <= 0:
+        return "cpu", ""
+    if not os.environ.get("CUDA_VISIBLE_DEVICES", "").strip():
+        return "cpu", "the budget grants a GPU but none is visible to the job"
+    if not xgboost.build_info().get("USE_CUDA"):
+        return "cpu", (f"this XGBoost build ({_distribution()}) has no CUDA; install the `xgboost` wheel "
+                       "to train on the GPU")
+    return "cuda", ""
+
+
+class XGBoostModel(FittedModel):
+    def __init__(self, estimator: Any, schema: FeatureSchema, task: TaskInfo, model_classes: list[Any],
+                 details: dict[str, Any]) -> None:
+        self.estimator = estimator
+        self.schema = schema
+        self.task = task
+        self.model_classes = model_classes  # labels of the booster's outputs 0..k-1 (classification)
+        self.details = details
+
+    def _input(self, X: pd.DataFrame) -> np.ndarray:
+        return _matrix(self.schema.apply(X), self.schema)
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        if self.task.is_classification:
+            proba = self.predict_proba(X)
+            return np.asarray(proba.columns, dtype=object)[proba.to_numpy().argmax(axis=1)]
+        return np.asarray(self.estimator.predict(self._input(X)), dtype=float)
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        if not self.task.is_classification:
+            raise NotImplementedError("regression models have no class probabilities")
+        matrix = np.asarray(self.estimator.predict_proba(self._input(X)), dtype=float)
+        return proba_frame(matrix, self.model_classes, self.task)
+
+    def save(self, model_dir: Path) -> None:
+        model_dir.mkdir(parents=True, exist_ok=True)
+        self.estimator.save_model(model_dir / MODEL_FILE)
+        self.schema.save(model_dir)
+        state = {"model_classes": [str(c) for c in self.model_classes], "details": self.details}
+        (model_dir / STATE_FILE).write_text(json.dumps(state, indent=2, default=str))
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.details)
+
+    # ------------------------------------------------------------ capabilities
+
+    def tree_ensemble(self) -> TreeEnsemble:
+        return TreeEnsemble(self.estimator, self._input, list(self.schema.columns))
+
+    def to_onnx(self, folder: Path) -> OnnxGraph:
+        import onnxmltools
+        from onnxmltools.convert.common.data_types import FloatTensorType
+
+        inputs = [("X", FloatTensorType([None, len(self.schema.columns)]))]
+        try:
+            graph = onnxmltools.convert_xgboost(self.estimator, initial_types=inputs)
+        except Exception as exc:  # noqa: BLE001 - the converter's verdict on this model
+            raise not_offered(exc) from None
+        classification = self.task.is_classification
+        # Classifiers answer (label, probabilities), regressors (values).
+        return OnnxGraph(graph, lambda X: {"X": self._input(X)}, 1 if classification else 0,
+                         list(self.model_classes) if classification else [], "the whole booster "
+                         "(categories go in as the codes of their levels)")
+
+
+class XGBoostAdapter(FrameworkAdapter):
+    name = "xgboost"
+    package = _distribution()
+    install_hint = "pip install xgboost-cpu (or xgboost, the build with CUDA, for GPUs)"
+    uses_gpu = True
+
+    def start(self, budget: Budget, workdir: Path) -> None:
+        import xgboost  # noqa: F401 - its imports belong to start-up, not to the search
+
+    def fit(
+        self,
+        X: pd.DataFrame,
+        y: pd.Series,
+        *,
+        task: TaskInfo,
+        budget: Budget,
+        params: dict[str, Any],
+        workdir: Path,
+        seed: int,
+    ) -> XGBoostModel:
+        import xgboost
+
+        _, framework_params = split_params(params)
+        schema = FeatureSchema.learn(X, task)
+        matrix = _matrix(schema.apply(X), schema)
+        device, device_note = _device(budget)
+        limit_s = search_seconds(budget.time_s, TIME_LIMIT_SHARE, TIME_RESERVE_S)
+        stop = _stop_at_time_limit(xgboost, limit_s)
+        options: dict[str, Any] = {"tree_method": "hist", "device": device, "n_jobs": budget.cores,
+                                   "random_state": seed, "callbacks": [stop]}
+        model_classes: list[Any] = []
+        if task.is_classification:
+            seen = set(y.astype(str))
+            model_classes = [label for label in task.classes if str(label) in seen]
+            code = {str(label): index for index, label in enumerate(model_classes)}
+            target = y.astype(str).map(code).to_numpy(dtype=np.int64)
+            estimator = xgboost.XGBClassifier(**{**options, **framework_params})
+        else:
+            target = pd.to_numeric(y).to_numpy(dtype=float)
+            estimator = xgboost.XGBRegressor(**{**options, **framework_params})
+        estimator.fit(matrix, target)
+        # Predict on the CPU whatever it trained on: the harness's data is in host memory, and the
+        # saved model then loads and serves on machines without a GPU.
+        estimator.set_params(callbacks=None, device="cpu")
+        details = {"device": device, "boosting_rounds": int(estimator.get_booster().num_boosted_rounds()),
+                   "max_rounds": int(estimator.get_params().get("n_estimators") or 100),
+                   "stopped_by_time": stop.stopped, "time_limit_s": round(limit_s, 1)}
+        if device_note:
+            details["device_reason"] = device_note
+        return XGBoostModel(estimator, schema, task, model_classes, details)
+
+    def load(self, model_dir: Path, task: TaskInfo) -> XGBoostModel:
+        import xgboost
+
+        state = json.loads((model_dir / STATE_FILE).read_text())
+        estimator = xgboost.XGBClassifier() if task.is_classification else xgboost.XGBRegressor()
+        estimator.load_model(model_dir / MODEL_FILE)
+        by_text = {str(label): label for label in task.classes}
+        model_classes = [by_text.get(text, text) for text in state["model_classes"]]
+        return XGBoostModel(estimator, FeatureSchema.load(model_dir), task, model_classes, state["details"])
+
+    def test_params(self) -> dict[str, Any]:
+        return {"n_estimators": 10}
+
+
+def _stop_at_time_limit(xgboost: Any, seconds: float) -> Any:
+    """An XGBoost callback that ends boosting after the round in which `seconds` ran out."""
+
+    class StopAtTimeLimit(xgboost.callback.TrainingCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.started = time.monotonic()
+            self.stopped = False
+
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            self.stopped = time.monotonic() - self.started > seconds
+            return self.stopped
+
+    return StopAtTimeLimit()
+
+
+ADAPTER = XGBoostAdapter()
