@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.evaluations.vocabulary import evaluation_metrics, evaluation_tags
 from tasks.results import JobResult
 from tasks.tracking import store
 from tasks.vocabulary import (
@@ -15,8 +16,6 @@ from tasks.vocabulary import (
     RESULT,
     RETRYABLE_STATUSES,
     SCORE_METRICS,
-    evaluation_metrics,
-    evaluation_tags,
     evaluation_wall_metric,
     name_pattern,
 )
