@@ -26,13 +26,18 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
+from tasks.align import align_dataset as align
+from tasks.data.validate import validate_dataset as gate
+from tasks.data.versions import data_version as dvc_version
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.registry import find_environment, get_adapter
 from tasks.paths import job_dir_for
 from tasks.plan import Job, MetricOptimiser, check_suite_metrics, make_jobs, not_applicable
 from tasks.report import jobs as job_table
+from tasks.report.build import default_folder
 from tasks.report.leaderboard import leaderboard
+from tasks.report.publish import after_execution
 from tasks.results import JobResult
 from tasks.specs import (
     Budget,
@@ -181,7 +186,6 @@ def plan_jobs(plan: Plan, versions: dict[str, str]) -> list[Job]:
 
 def data_version(spec: DatasetSpec) -> str:
     """The DVC md5 of the dataset's file, or "missing" (the gate then says why in one sentence)."""
-    from tasks.data.versions import data_version as dvc_version
 
     try:
         return dvc_version(spec)
@@ -192,7 +196,6 @@ def data_version(spec: DatasetSpec) -> str:
 @task(name="align-dataset", cache_policy=NO_CACHE)
 def align_dataset(name: str) -> list[str]:
     """Multimodal cards: put the streams on one clock first; returns why alignment failed, if it did."""
-    from tasks.align import align_dataset as align
 
     return list(align(load_dataset_spec(name)).failures)
 
@@ -206,7 +209,6 @@ def validate_dataset(name: str) -> dict[str, Any]:
             misaligned = align_dataset(name)
             if misaligned:
                 return {"ok": False, "reason": "alignment: " + "; ".join(misaligned), "version": "missing"}
-        from tasks.data.validate import validate_dataset as gate
 
         outcome = gate(spec)
     except UserError as exc:
@@ -516,9 +518,6 @@ def report_and_publish(execution_id: str, suite: str) -> str:
     recorded: `automl-eval report` can build it later.
     """
     try:
-        from tasks.report.build import default_folder
-        from tasks.report.publish import after_execution
-
         after_execution(execution_id, suite, compare_previous=False)  # a nightly compares by itself
         return str(default_folder(f"{suite}-{execution_id[:8]}"))
     except Exception as exc:

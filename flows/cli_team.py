@@ -21,6 +21,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.deployments import DEPLOY_GPUS_ENV
+from flows.team_worker import read_heartbeats
 from ops import team_stack
 from tasks import paths
 from tasks.errors import UserError
@@ -61,7 +63,6 @@ def deploy(
                              "limit); default $AUTOML_EVAL_GPUS or this host's GPUs."),
 ) -> None:
     """Register the nightly, manual and job deployments on the running Prefect server."""
-    from flows.deployments import DEPLOY_GPUS_ENV  # loads Prefect (see _api_url)
 
     api_url = _api_url()
     _server_health(api_url)
@@ -132,8 +133,6 @@ def _print_workers(api_url: str, auth: str | None) -> None:
     # Prefect and the team worker (which imports it) load only for this command (see _api_url).
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
-
-    from flows.team_worker import read_heartbeats
 
     updates: dict[Any, Any] = {PREFECT_API_URL: api_url}
     if auth:

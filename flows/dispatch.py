@@ -24,11 +24,18 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from tasks.evaluations.stage import run_evaluations
 from tasks.gpus import GpuPool, visible_gpu_count, visible_gpu_ids
+from tasks.jobs import run_job
+from tasks.launch import FORK_SERVER, chosen_launcher
 from tasks.paths import job_dir_for
 from tasks.plan import Job
 from tasks.results import JobResult
-from tasks.specs import Budget
+from tasks.specs import Budget, load_dataset_spec
+from tasks.tracking import store
+from tasks.tracking.breaker import record
+from tasks.tracking.execution import Execution
+from tasks.tracking.job_folder import mark_result_final, write_pending
 
 logger = logging.getLogger("automl_eval.dispatch")
 
@@ -107,7 +114,6 @@ def record_job(job_dir: str) -> str | None:
     No task retries: the execution's circuit breaker (tasks.tracking.breaker) bounds the wait once,
     then probes the store in the background and logs what waits when it answers again.
     """
-    from tasks.tracking.breaker import record
 
     return record(Path(job_dir))
 
@@ -124,14 +130,10 @@ def _record(job_dir: Path) -> str | None:
 def _run_under_watchdog(job: Job, job_dir: Path, gpu_devices: list[int] | None,
                         evaluations: dict[str, dict[str, Any]]) -> JobResult:
     """The job, scored; then the suite's post-job evaluations on its saved model."""
-    from tasks.jobs import run_job
-    from tasks.specs import load_dataset_spec
 
     spec = load_dataset_spec(job.dataset)
     result = run_job(job, spec, job_dir, gpu_devices=gpu_devices)
     if evaluations:
-        from tasks.evaluations.stage import run_evaluations
-
         result = run_evaluations(job, spec, job_dir, result, evaluations)
     return result
 
@@ -144,8 +146,6 @@ def run_and_record(job: Job, context: JobContext, gpu_devices: list[int] | None,
     be leased, so the job is skipped with the reason). `still_ours`, asked just before recording,
     says whether the job is still this caller's: a job the suite already gave up on (its worker
     looked dead) is left on disk, not recorded a second time. Never raises for the job's own failure."""
-    from tasks.tracking.execution import Execution
-    from tasks.tracking.job_folder import mark_result_final, write_pending
 
     job_dir = job_dir_for(job)
     if job_dir.exists():
@@ -173,8 +173,6 @@ def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str)
     from prefect.exceptions import MissingContextError
     from prefect.logging import get_run_logger
 
-    from tasks.tracking import store
-
     try:
         run_logger: Any = get_run_logger()
     except MissingContextError:  # called outside a task or flow run (tests, sync)
@@ -190,8 +188,6 @@ def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str)
 
 def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResult, JobOutcome]:
     """A job that will not run: recorded as skipped with the reason."""
-    from tasks.tracking.execution import Execution
-    from tasks.tracking.job_folder import mark_result_final, write_pending
 
     job_dir = job_dir_for(job)
     if job_dir.exists():
@@ -253,7 +249,6 @@ class EmbeddedDispatcher:
 
     def warm_up(self) -> None:
         """Start the warm fork server now, so its preload overlaps the data gates."""
-        from tasks.launch import FORK_SERVER, chosen_launcher
 
         if chosen_launcher() == "warm":
             FORK_SERVER.warm_up()

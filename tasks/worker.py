@@ -72,10 +72,17 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     import numpy as np
     import pandas as pd
 
-    from tasks.child_requests import DataLoad
-    from tasks.data.fold_data import load_fold
-    from tasks.frameworks.registry import get_adapter, write_model_identity
-    from tasks.results import INPUT_EXAMPLE_FILE, MODEL_DIR, PREDICTIONS_FILE
+    from tasks.child_requests import DataLoad  # inside: after the core pin (numpy's pools)
+    from tasks.data.fold_data import load_fold  # inside: after the core pin (numpy's pools)
+    from tasks.frameworks.registry import (  # inside: after the core pin (numpy's pools)
+        get_adapter,
+        write_model_identity,
+    )
+    from tasks.results import (  # inside: after the core pin (numpy's pools)
+        INPUT_EXAMPLE_FILE,
+        MODEL_DIR,
+        PREDICTIONS_FILE,
+    )
 
     job, spec = request.job, request.spec
     adapter = get_adapter(job.framework)
@@ -224,9 +231,9 @@ def main(argv: list[str]) -> int:
     _stage_started["worker started"] = entered
 
     # After the pin (see the top of this module): they import pydantic, the framework registry, ...
-    from tasks.child_requests import JobRequest
-    from tasks.frameworks.registry import get_adapter
-    from tasks.results import JobInfo, JobResult, WorkerUsage
+    from tasks.child_requests import JobRequest  # inside: after the core pin (numpy's pools)
+    from tasks.frameworks.registry import get_adapter  # inside: after the core pin (numpy's pools)
+    from tasks.results import JobInfo, JobResult, WorkerUsage  # inside: after the core pin (numpy's pools)
 
     request = JobRequest.from_json(raw_request)
     result = JobResult(job_key=request.job_key, started_utc=now_utc())

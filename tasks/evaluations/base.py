@@ -22,6 +22,10 @@ from typing import Any, ClassVar, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from tasks.data.fold_data import load_fold
+from tasks.frameworks.registry import load_saved_model
+from tasks.metrics import score
+from tasks.results import MODEL_DIR
 from tasks.specs import Budget, DatasetSpec
 
 EvaluationStatus = Literal["ok", "partial", "failed", "timeout", "memory", "not applicable"]
@@ -89,19 +93,15 @@ class EvaluationContext:
 
     @property
     def model_dir(self) -> Path:
-        from tasks.results import MODEL_DIR
-
         return self.job_dir / MODEL_DIR
 
     @cached_property
     def fold(self) -> Any:  # tasks.data.fold_data.FoldData
-        from tasks.data.fold_data import load_fold
 
         return load_fold(self.spec, self.job.fold)
 
     @cached_property
     def model(self) -> Any:  # tasks.frameworks.base.FittedModel
-        from tasks.frameworks.registry import load_saved_model
 
         return load_saved_model(self.model_dir)[0]
 
@@ -111,7 +111,6 @@ class EvaluationContext:
     def score(self, predictions: Any, proba: pd.DataFrame | None,
               truth: pd.Series | None = None) -> dict[str, float]:
         """The harness's scores of predictions on the test fold (or on `truth`), as for the job itself."""
-        from tasks.metrics import score
 
         task = self.fold.task
         return score(task.problem_type, task.metric, self.fold.y_test if truth is None else truth,

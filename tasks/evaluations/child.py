@@ -25,9 +25,12 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
 
     # After the pin: the evaluations import numpy, pandas and their frameworks.
-    from tasks.child_requests import EvaluationRequest
-    from tasks.evaluations.base import EvaluationContext, EvaluationResult
-    from tasks.evaluations.registry import get_evaluation
+    from tasks.child_requests import EvaluationRequest  # inside: after the core pin (numpy's pools)
+    from tasks.evaluations.base import (  # inside: after the core pin (numpy's pools)
+        EvaluationContext,
+        EvaluationResult,
+    )
+    from tasks.evaluations.registry import get_evaluation  # inside: after the core pin (numpy's pools)
 
     try:
         request = EvaluationRequest.from_json(raw_request)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tasks import paths
 from tasks.errors import UserError
+from tasks.launch import python_environment
 from tasks.specs import is_plain_name, is_plain_version
 
 if TYPE_CHECKING:
@@ -143,7 +144,6 @@ class FrameworkEnvironment:
         state = self.state()
         if state.status != "installed":
             return state
-        from tasks.launch import python_environment
 
         reinstall = f"reinstall it with `{self.install_command}`"
         command = [str(self.python), "-m", "tasks.frameworks.environments", "probe", self.package,

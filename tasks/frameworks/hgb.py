@@ -54,7 +54,7 @@ class HistGradientBoostingAdapter(SklearnAdapter):
     def estimator(
         self, schema: FeatureSchema, task: TaskInfo, budget: Budget, params: dict[str, Any], seed: int
     ) -> Any:
-        from tasks.frameworks._hgb_timed import (
+        from tasks.frameworks._hgb_timed import (  # inside: scikit-learn, loaded when fitted
             TimedHistGradientBoostingClassifier,
             TimedHistGradientBoostingRegressor,
         )

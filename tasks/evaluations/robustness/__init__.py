@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
+from tasks.align import alignment_metrics
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
 from tasks.evaluations.robustness.search import (
@@ -298,7 +299,6 @@ class RobustnessEvaluation(PostJobEvaluation):
         info: dict[str, Any] = {}
         if multimodal:
             # The stream corruptions stand beside the alignment gate's own figures (residual skew etc.).
-            from tasks.align import alignment_metrics
 
             info["alignment"] = alignment_metrics(context.spec.name)
         unbuilt = [c for c in cases if c.status == BUILD_ERROR]
