@@ -37,7 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deploy": ("flows.cli_team",
                "Register the nightly, manual and job deployments on the running Prefect server."),
     "datasets": ("flows.cli_datasets",
-                 "Datasets: build (DVC pull or materialize), list, validate (Great Expectations)."),
+                 "Datasets: build (DVC pull or materialize, then dvc repro), list, validate (Great "
+                 "Expectations), status (dvc status in sentences)."),
     "frameworks": ("flows.cli_frameworks", "Framework adapters: what is installed here."),
     "team": ("flows.cli_team", "Start, stop and inspect the team stack on this machine (127.0.0.1)."),
 }

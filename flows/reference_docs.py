@@ -19,6 +19,7 @@ from typer.cli import get_docs_for_click
 
 from flows import cli
 from tasks import paths
+from tasks.evaluations.registry import all_evaluations
 from tasks.specs import load_budgets, load_suite
 from tasks.tracking.docs import vocabulary_markdown
 
@@ -37,8 +38,6 @@ def end_marker(part: str) -> str:
 
 def cli_markdown() -> str:
     """Every command, argument and option of `automl-eval`, from the typer app's own help texts."""
-    if not cli.app.registered_commands:  # the CLI adds its command groups when it starts
-        cli._register_groups()
     command = typer.main.get_command(cli.app)
     context = typer.Context(command, info_name="automl-eval")
     # indent=1: the page's own title is the only first-level heading.
@@ -61,7 +60,7 @@ def suites_markdown() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for path in sorted(paths.suites_dir().glob("*.yaml")):
-        suite = load_suite(path.stem)
+        suite = load_suite(path.stem, all_evaluations())
         datasets = ", ".join(f"`{name}`" for name in suite.datasets)
         frameworks = ", ".join(f"`{ref.id}`" for ref in suite.frameworks)
         evaluations = ", ".join(f"`{name}`" for name in suite.evaluation_blocks()) or "none"
