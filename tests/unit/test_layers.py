@@ -161,3 +161,27 @@ def test_import_linter_contracts_hold():
     run = subprocess.run([str(lint_imports), "--no-cache"], cwd=REPO_ROOT, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def _adapter_modules() -> set[str]:
+    """The framework modules, found as the registry finds them: those that define ADAPTER."""
+    found = set()
+    for path in sorted((REPO_ROOT / "tasks" / "frameworks").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, ast.AnnAssign) else [])
+            if any(isinstance(target, ast.Name) and target.id == "ADAPTER" for target in targets):
+                found.add(f"tasks.frameworks.{path.stem}")
+    return found
+
+
+def test_evaluations_tracking_and_reports_never_import_a_framework():
+    # Capabilities, not names: they ask the fitted model or the registry. Generic over the folder, so a
+    # new framework file is covered without listing it anywhere.
+    adapters = _adapter_modules()
+    assert {"tasks.frameworks.hgb", "tasks.frameworks.xgboost"} <= adapters
+    askers = ("tasks.evaluations", "tasks.tracking", "tasks.report")
+    offending = sorted({f"{site.importer}:{site.line} imports {site.imported}" for site in import_sites()
+                        if site.importer.startswith(askers) and site.imported in adapters})
+    assert not offending, "; ".join(offending)
