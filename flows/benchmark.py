@@ -4,7 +4,7 @@ plan -> data gate per dataset (align first for multimodal cards) -> jobs, as man
 cores allow -> each job recorded as a child run of this execution -> leaderboard and summary as
 Prefect artifacts. Thin wiring only: the work is in tasks/.
 
-Executions (see the README's tracking section): `execution="auto"` resumes the latest execution of
+Executions (see docs/reports.md): `execution="auto"` resumes the latest execution of
 the suite if it did not finish, else starts a fresh one; `"new"` always starts a fresh one; any
 other value names an execution (its parent run id) to resume. A job whose key is already recorded
 as finished (ok or skipped) in that execution is not run again. `retry_failed=True` re-runs exactly

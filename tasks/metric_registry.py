@@ -4,7 +4,7 @@ An entry gives the metric's name (its MLflow name), the problem types it is scor
 direction, the function the harness scores it with (tasks/metrics.py calls it on every job's
 predictions, so every framework is measured by the same code), and the name each AutoML framework
 uses for it where that framework can optimise it. The vocabulary, each problem type's default
-metric, the card check, compare's directions, the README's vocabulary table, the synthetic runs and
+metric, the card check, compare's directions, the vocabulary page, the synthetic runs and
 the adapters' metric names all derive from here: adding a metric is one entry.
 
 Layer 1 (nouns): it imports nothing of the project's, so data and specs may read it.

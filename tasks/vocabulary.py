@@ -1,7 +1,7 @@
 """One vocabulary of MLflow names, the same for every framework, team and mode.
 
-tracking.py writes with these names and report/ reads with them; the README's vocabulary table
-is generated from (and tested against) this module. Change a name here and nowhere else; the
+tracking/ writes with these names and report/ reads with them; the vocabulary page
+(docs/reference/vocabulary.md) is generated from (and tested against) this module. Change a name here and nowhere else; the
 scores' names come from the metric registry (tasks/metric_registry.py), one entry per metric.
 """
 

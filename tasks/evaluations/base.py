@@ -122,7 +122,7 @@ class PostJobEvaluation(ABC):
 
     name: ClassVar[str]  # also the suite block's key and the job folder's evaluations/NAME/
     settings_model: ClassVar[type[EvaluationSettings]] = EvaluationSettings
-    # MLflow metric names it records (NAME -> meaning); the vocabulary and README table list them.
+    # MLflow metric names it records (NAME -> meaning); the vocabulary page lists them.
     metrics: ClassVar[dict[str, str]] = {}
     # Job tag names it records in words (NAME -> meaning), e.g. an export's ok | unsupported.
     tags: ClassVar[dict[str, str]] = {}

@@ -1,6 +1,6 @@
 """Prefect artifacts for the benchmark flow: the report and the regression diagnosis in the Prefect UI.
 
-The nightly's choice, documented in the README: a regression publishes the diagnosis as a
+The nightly's choice, documented in docs/reports.md: a regression publishes the diagnosis as a
 markdown artifact (key `regression-<suite>`), tags the MLflow execution `regression=true`, and
 the flow run ends Failed, so the Prefect UI shows the night in red with the table one click away.
 """
