@@ -1,8 +1,8 @@
 """One vocabulary of MLflow names, the same for every framework, team and mode.
 
 tracking/ writes with these names and report/ reads with them; the vocabulary page
-(docs/reference/vocabulary.md) is generated from (and tested against) this module. Change a name here and nowhere else; the
-scores' names come from the metric registry (tasks/metric_registry.py), one entry per metric.
+(docs/reference/vocabulary.md) is generated from (and tested against) this module. Change a name
+here and nowhere else; the scores' names come from the metric registry (tasks/metric_registry.py), one entry per metric.
 """
 
 from __future__ import annotations
