@@ -2,7 +2,8 @@
 
 tracking/ writes with these names and report/ reads with them; the vocabulary page
 (docs/reference/vocabulary.md) is generated from (and tested against) this module. Change a name
-here and nowhere else; the scores' names come from the metric registry (tasks/metric_registry.py), one entry per metric.
+here and nowhere else; the scores' names come from the metric registry (tasks/metric_registry.py),
+one entry per metric.
 """
 
 from __future__ import annotations
