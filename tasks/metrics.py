@@ -14,9 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.metric_registry import QUANTILE_LEVELS as QUANTILE_LEVELS  # re-exported for the adapters
 from tasks.metric_registry import RESULT, Forecasts, Predictions, check_metric, get_metric, metrics_for
-from tasks.metric_registry import quantile_column as quantile_column  # re-exported for the adapters
 
 # Probabilities are clipped before logloss so one overconfident wrong row gives a large, finite
 # loss instead of infinity (sklearn's own eps for float64).

@@ -32,7 +32,7 @@ from tasks.frameworks._forecasting import (
 )
 from tasks.frameworks.base import FrameworkAdapter, TaskInfo, preset_params, split_params
 from tasks.frameworks.environments import EnvironmentSpec
-from tasks.metrics import quantile_column
+from tasks.metric_registry import quantile_column
 from tasks.specs import Budget
 
 PREDICTOR_DIR = "predictor"

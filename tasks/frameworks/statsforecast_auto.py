@@ -29,7 +29,7 @@ from tasks.frameworks._forecasting import (
     long_frame,
 )
 from tasks.frameworks.base import FrameworkAdapter, TaskInfo, split_params
-from tasks.metrics import quantile_column
+from tasks.metric_registry import quantile_column
 from tasks.specs import Budget
 
 MODELS = ("AutoETS", "AutoARIMA", "AutoTheta")

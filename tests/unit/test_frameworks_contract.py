@@ -134,7 +134,7 @@ def _forecasting_contract(adapter: FrameworkAdapter, root: Path, storage: str) -
     """Forecasts of every test point (the fold as the worker loads it), finite, ordered quantiles at
     the asked levels, and the same forecasts after save -> load."""
     from tasks.data.fold_data import load_fold
-    from tasks.metrics import quantile_column
+    from tasks.metric_registry import quantile_column
 
     spec = make_forecasting_project(root)
     if storage == "parquet":
