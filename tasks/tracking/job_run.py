@@ -2,7 +2,7 @@
 
 Everything is logged after the job, from what the folder holds (result.json, predictions.csv,
 model/, evaluation results, series): tags and params say what ran, metrics what it scored and cost,
-and the model is logged as the run's pyfunc model (tasks/tracking/pyfunc.py wraps it).
+and the model is logged as the run's pyfunc model (tasks/evaluations/_pyfunc.py wraps it).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from mlflow.entities import Metric, Param, RunTag
 
 from tasks.align import alignment_metrics
 from tasks.errors import UserError
+from tasks.evaluations._pyfunc import AdapterPyfunc, model_code_paths, requirements
 from tasks.evaluations.stage import evaluation_folder
 from tasks.plan import Job
 from tasks.resources import SERIES_FILE, SERIES_TIME
@@ -44,7 +45,7 @@ from tasks.tracking.execution import (
 )
 from tasks.tracking.inputs import dataset_input
 from tasks.tracking.job_folder import mark_logged, pending_job_dirs, read_record
-from tasks.tracking.pyfunc import AdapterPyfunc, model_code_paths, requirements, signature_and_example
+from tasks.tracking.pyfunc import signature_and_example
 from tasks.tracking.recorded import runs_of_job
 from tasks.tracking.signature import never_missing
 from tasks.tracking.suite_lock import running_elsewhere

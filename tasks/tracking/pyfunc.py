@@ -1,8 +1,7 @@
 """The job's pyfunc model in MLflow: its signature and input example, from the job's own rows.
 
 The wrapper itself, its requirements and ``save_pyfunc`` live in tasks/evaluations/_pyfunc.py (the
-serving evaluation, a layer below tracking, serves the same model before the job is logged); they
-are re-exported here for tracking's callers.
+serving evaluation, a layer below tracking, serves the same model before the job is logged).
 """
 
 from __future__ import annotations
@@ -14,25 +13,12 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.evaluations._pyfunc import (
-    HARNESS_PACKAGE,
-    HARNESS_REQUIREMENTS,
-    PREDICTION_COLUMN,
-    PROBA_PREFIX,
-    AdapterPyfunc,
-    model_code_paths,
-    predictions_frame,
-    requirements,
-    save_pyfunc,
-    typed_by_roles,
-)
+# Models logged before the wrapper moved to tasks/evaluations/_pyfunc.py were pickled as
+# tasks.tracking.pyfunc.AdapterPyfunc: the name stays importable here so they still load.
+from tasks.evaluations._pyfunc import AdapterPyfunc as AdapterPyfunc
+from tasks.predictions import PREDICTION as PREDICTION_COLUMN  # the columns of predictions.csv
+from tasks.predictions import PROBA_PREFIX
 from tasks.tracking.signature import signature_for
-
-__all__ = [
-    "HARNESS_PACKAGE", "HARNESS_REQUIREMENTS", "PREDICTION_COLUMN", "PROBA_PREFIX",
-    "AdapterPyfunc", "model_code_paths", "predictions_frame", "requirements", "save_pyfunc",
-    "signature_and_example", "typed_by_roles",
-]
 
 EXAMPLE_ROWS = 5
 
