@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tasks.errors import UserError
 
-if TYPE_CHECKING:
-    from tasks.plan import Job
+
+class KeyedJob(Protocol):
+    """What a job folder is named by (tasks/plan.py's Job); paths sit below the plan."""
+
+    @property
+    def suite(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,6 +94,6 @@ def inside_project(path: Path, field: str) -> Path:
     return resolved
 
 
-def job_dir_for(job: Job) -> Path:
+def job_dir_for(job: KeyedJob) -> Path:
     """One folder per job key: a re-run of the same job replaces what an earlier attempt left."""
     return runs_dir() / job.suite / job.key

@@ -22,15 +22,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from tasks import paths
 from tasks.errors import UserError
 from tasks.launch import python_environment
 from tasks.specs import is_plain_name, is_plain_version
-
-if TYPE_CHECKING:
-    from tasks.frameworks.base import FrameworkAdapter
 
 MARKER_FILE = "automl-eval-environment.json"  # written last by the installer: the install finished
 FREEZE_FILE = "requirements.txt"  # pip freeze of the environment once installed
@@ -196,7 +193,15 @@ class FrameworkEnvironment:
 _probed_usable: set[tuple[str, float]] = set()  # (folder, marker mtime) of environments that passed
 
 
-def declared(adapter: FrameworkAdapter) -> list[FrameworkEnvironment]:
+class DeclaresEnvironments(Protocol):
+    """What `declared` reads of a framework adapter (tasks/frameworks/base.py, which imports this module)."""
+
+    name: str
+    package: str
+    environments: tuple[EnvironmentSpec, ...]
+
+
+def declared(adapter: DeclaresEnvironments) -> list[FrameworkEnvironment]:
     return [FrameworkEnvironment(adapter.name, adapter.package, spec) for spec in adapter.environments]
 
 

@@ -10,12 +10,34 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from tasks.errors import UserError
 
-if TYPE_CHECKING:
-    from tasks.specs import DatasetSpec, Suite
+
+# What this module reads of a dataset card and a suite (tasks/specs.py, which imports this module).
+class Card(Protocol):
+    name: str
+    modality: str
+    card_path: str | None
+    columns: dict[str, str]
+
+    @property
+    def model_extra(self) -> dict[str, Any] | None: ...
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+class SuiteDatasets(Protocol):
+    name: str
+    datasets: list[str]
+
+    @property
+    def model_extra(self) -> dict[str, Any] | None: ...
+
+
+CardT = TypeVar("CardT", bound=Card)
 
 _NAME = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<streams>[^\[\]]+)\]$")
 STREAM_JOIN = "+"
@@ -35,12 +57,12 @@ def combination_name(base: str, streams: list[str] | tuple[str, ...]) -> str:
     return f"{base}[{STREAM_JOIN.join(streams)}]"
 
 
-def stream_names(spec: DatasetSpec) -> list[str]:
+def stream_names(spec: Card) -> list[str]:
     streams = (spec.model_extra or {}).get("streams") or {}
     return list(streams) if isinstance(streams, dict) else []
 
 
-def all_combinations(spec: DatasetSpec) -> list[str]:
+def all_combinations(spec: Card) -> list[str]:
     """Each stream alone, then pairs, ..., then all streams, in card order."""
     names = stream_names(spec)
     return [
@@ -50,7 +72,7 @@ def all_combinations(spec: DatasetSpec) -> list[str]:
     ]
 
 
-def restrict(spec: DatasetSpec, streams: list[str]) -> DatasetSpec:
+def restrict(spec: CardT, streams: list[str]) -> CardT:
     """The spec of one combination: other streams' features become `ignore`."""
 
     where = spec.card_path or spec.name
@@ -71,10 +93,10 @@ def restrict(spec: DatasetSpec, streams: list[str]) -> DatasetSpec:
     fields = spec.model_dump()
     fields.update(name=combination_name(spec.name, chosen), columns=columns)
     fields[COMBINATION_FIELD] = STREAM_JOIN.join(chosen)
-    return type(spec)(**fields)  # the card's own class: specs sit below, they load combinations
+    return type(spec)(**fields)  # the card's own class: specs import this module, not the other way
 
 
-def combination_spec(name: str, load_base: Any) -> DatasetSpec:
+def combination_spec(name: str, load_base: Callable[[str], CardT]) -> CardT:
     """Load `BASE[STREAMS]` through `load_base(BASE)` and restrict it."""
     base, streams = split_name(name)
     if streams is None:
@@ -86,7 +108,7 @@ def base_name(name: str) -> str:
     return split_name(name)[0]
 
 
-def expand_datasets(suite: Suite, load_base: Any) -> list[str]:
+def expand_datasets(suite: SuiteDatasets, load_base: Callable[[str], Card]) -> list[str]:
     """The suite's datasets with `modality_combinations: all` applied to its multimodal datasets."""
     wanted = (suite.model_extra or {}).get("modality_combinations")
     if wanted in (None, False, "none"):

@@ -29,6 +29,7 @@ class ImportSite:
     line: int
     inside_function: bool
     reason: str | None
+    type_only: bool = False  # under `if TYPE_CHECKING:`: no runtime edge, but still a layering one
 
 
 def _modules() -> dict[str, Path]:
@@ -65,7 +66,7 @@ def _is_type_checking(node: ast.AST) -> bool:
 
 
 def import_sites() -> list[ImportSite]:
-    """Every import of a project module by a project module (TYPE_CHECKING blocks excluded)."""
+    """Every import of a project module by a project module, those of TYPE_CHECKING blocks marked."""
     modules = _modules()
     sites: list[ImportSite] = []
     for importer, path in modules.items():
@@ -73,11 +74,10 @@ def import_sites() -> list[ImportSite]:
         lines = source.splitlines()
         package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
 
-        def visit(node: ast.AST, inside: bool, importer: str = importer, package: str = package,
-                  lines: list[str] = lines) -> None:
+        def visit(node: ast.AST, inside: bool, type_only: bool = False, importer: str = importer,
+                  package: str = package, lines: list[str] = lines) -> None:
             for child in ast.iter_child_nodes(node):
-                if _is_type_checking(child):
-                    continue
+                child_type_only = type_only or _is_type_checking(child)
                 child_inside = inside or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
                 if isinstance(child, ast.Import | ast.ImportFrom):
                     line = lines[child.lineno - 1]
@@ -85,8 +85,9 @@ def import_sites() -> list[ImportSite]:
                     for name in _imported_names(child, package):
                         imported = _project_module(name, modules)
                         if imported and imported != importer:
-                            sites.append(ImportSite(importer, imported, child.lineno, inside, reason))
-                visit(child, child_inside)
+                            sites.append(ImportSite(importer, imported, child.lineno, inside, reason,
+                                                    type_only))
+                visit(child, child_inside, child_type_only)
 
         visit(ast.parse(source), False)
     return sites
