@@ -4,6 +4,7 @@ results a leaderboard reads wherever the jobs ran."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,21 +28,27 @@ class RecordedJob:
     status: str
 
 
-def recorded_jobs(execution_id: str) -> dict[str, RecordedJob]:
-    """job_key -> its run and status, for every job run of an execution."""
+def _job_runs(execution_id: str) -> Iterator[Any]:
+    """Every job run of an execution, page by page (a job run is one with a job_key tag)."""
     client = store.client()
     experiment_id = client.get_run(execution_id).info.experiment_id
-    recorded: dict[str, RecordedJob] = {}
     page_token = None
     while True:
         page = client.search_runs([experiment_id], filter_string=f"tags.execution_id = '{execution_id}' "
                                   "and tags.job_key LIKE '%'", max_results=1000, page_token=page_token)
-        for run in page:
-            tags = run.data.tags
-            recorded[tags["job_key"]] = RecordedJob(run.info.run_id, tags.get("status", ""))
+        yield from page
         page_token = page.token
         if not page_token:
-            return recorded
+            return
+
+
+def recorded_jobs(execution_id: str) -> dict[str, RecordedJob]:
+    """job_key -> its run and status, for every job run of an execution."""
+    recorded: dict[str, RecordedJob] = {}
+    for run in _job_runs(execution_id):
+        tags = run.data.tags
+        recorded[tags["job_key"]] = RecordedJob(run.info.run_id, tags.get("status", ""))
+    return recorded
 
 
 def recorded_results(execution_id: str) -> dict[str, JobResult]:
@@ -49,28 +56,20 @@ def recorded_results(execution_id: str) -> dict[str, JobResult]:
 
     What a leaderboard needs wherever the jobs ran: in team mode their folders are on the workers.
     """
-    client = store.client()
-    experiment_id = client.get_run(execution_id).info.experiment_id
     scores = {name for names in SCORE_METRICS.values() for name in names} | {RESULT}
     results: dict[str, JobResult] = {}
-    page_token = None
-    while True:
-        page = client.search_runs([experiment_id], filter_string=f"tags.execution_id = '{execution_id}' "
-                                  "and tags.job_key LIKE '%'", max_results=1000, page_token=page_token)
-        for run in page:
-            tags, metrics = run.data.tags, run.data.metrics
-            results[tags["job_key"]] = JobResult(
-                job_key=tags["job_key"],
-                status=tags.get("status", ""),
-                error=tags.get("error", ""),
-                framework_version=tags.get("framework_version", ""),
-                scores={k: v for k, v in metrics.items() if k in scores},
-                costs={k: v for k, v in metrics.items() if k in COST_METRICS},
-                evaluations=_recorded_evaluations(tags, metrics),
-            )
-        page_token = page.token
-        if not page_token:
-            return results
+    for run in _job_runs(execution_id):
+        tags, metrics = run.data.tags, run.data.metrics
+        results[tags["job_key"]] = JobResult(
+            job_key=tags["job_key"],
+            status=tags.get("status", ""),
+            error=tags.get("error", ""),
+            framework_version=tags.get("framework_version", ""),
+            scores={k: v for k, v in metrics.items() if k in scores},
+            costs={k: v for k, v in metrics.items() if k in COST_METRICS},
+            evaluations=_recorded_evaluations(tags, metrics),
+        )
+    return results
 
 
 def _recorded_evaluations(tags: dict[str, str], metrics: dict[str, float]) -> dict[str, dict[str, Any]]:
