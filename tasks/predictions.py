@@ -3,7 +3,7 @@
 The worker writes them, the harness scores from them, tracking's pyfunc model returns them, and
 reports read them: one row per test row, with its position in the fold (`row`), the truth, the
 prediction, then one probability column per class (classification), or, for a forecast, the
-series and time of each point next to it and one column per quantile (tasks.metrics.quantile_column).
+series and time of each point next to it and one column per quantile (tasks.metric_registry.quantile_column).
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-# The prediction table's file and its forecast columns, from where they are defined.
-from tasks.predictions import FORECAST_ID as FORECAST_ID
-from tasks.predictions import FORECAST_TIME as FORECAST_TIME
+# The prediction table's file, beside the other files of a job folder (defined in tasks/predictions.py).
 from tasks.predictions import PREDICTIONS_FILE as PREDICTIONS_FILE
 
 RESULT_FILE = "result.json"

@@ -14,7 +14,7 @@ from tasks.data.fold_data import load_fold, series_histories
 from tasks.forecasting.baselines import naive2
 from tasks.forecasting.card import forecast_card
 from tasks.metrics import score_forecasts
-from tasks.results import FORECAST_ID, FORECAST_TIME
+from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, TRUTH
 from tasks.specs import DatasetSpec
 
 
@@ -53,7 +53,7 @@ def score_predictions(spec: DatasetSpec, fold: int, predictions: pd.DataFrame) -
                          f"outside the fold's {len(naive_table)} test points")
     quantile_columns = [c for c in rows.columns if c.startswith("q") and c[1:].replace(".", "", 1).isdigit()]
     return score_forecasts(
-        str(spec.metric), rows[FORECAST_ID].to_numpy(), rows["truth"].to_numpy(dtype=float),
-        rows["prediction"].to_numpy(dtype=float), rows["naive2"].to_numpy(dtype=float), histories,
+        str(spec.metric), rows[FORECAST_ID].to_numpy(), rows[TRUTH].to_numpy(dtype=float),
+        rows[PREDICTION].to_numpy(dtype=float), rows["naive2"].to_numpy(dtype=float), histories,
         forecast_card(spec).season_length, rows[quantile_columns] if quantile_columns else None,
     )

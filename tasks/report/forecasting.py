@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.metric_registry import default_metric, get_metric
+from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, TRUTH
 from tasks.report.plots import _colors, _save, plt
-from tasks.results import FORECAST_ID, FORECAST_TIME
 
 # The M4 table's metric is the forecasting default (OWA); sMAPE and MASE are its two parts. Looked up
 # in the metric registry, so a renamed or removed metric fails here, at import, not in a report.
@@ -60,10 +60,10 @@ def plot_forecasts(predictions: pd.DataFrame, dataset: str, path: Path) -> Path:
         part = rows[rows[FORECAST_ID].astype(str) == series].assign(
             **{FORECAST_TIME: lambda f: pd.to_datetime(f[FORECAST_TIME])})
         truth = part.drop_duplicates(FORECAST_TIME).sort_values(FORECAST_TIME)
-        axis.plot(truth[FORECAST_TIME], truth["truth"], color="black", linewidth=2, label="truth")
+        axis.plot(truth[FORECAST_TIME], truth[TRUTH], color="black", linewidth=2, label="truth")
         for framework in frameworks:
             forecast = part[part["framework"] == framework].sort_values(FORECAST_TIME)
-            axis.plot(forecast[FORECAST_TIME], forecast["prediction"], color=colors[framework],
+            axis.plot(forecast[FORECAST_TIME], forecast[PREDICTION], color=colors[framework],
                       marker=".", label=framework)
             if {"q0.1", "q0.9"} <= set(forecast.columns) and forecast["q0.1"].notna().any():
                 axis.fill_between(forecast[FORECAST_TIME], forecast["q0.1"], forecast["q0.9"],

@@ -17,7 +17,7 @@ import pandas as pd
 # tasks.tracking.pyfunc.AdapterPyfunc: the name stays importable here so they still load.
 from tasks.evaluations._pyfunc import AdapterPyfunc as AdapterPyfunc
 from tasks.predictions import PREDICTION as PREDICTION_COLUMN  # the columns of predictions.csv
-from tasks.predictions import PROBA_PREFIX
+from tasks.predictions import is_proba_column
 from tasks.tracking.signature import signature_for
 
 EXAMPLE_ROWS = 5
@@ -42,9 +42,9 @@ def signature_and_example(
         if predictions_file.is_file():
             # Read as text: a class label "0" or "01" is a string the model returns, not a number.
             predictions = pd.read_csv(predictions_file, nrows=EXAMPLE_ROWS, dtype={PREDICTION_COLUMN: str})
-            columns = [c for c in predictions.columns if c == PREDICTION_COLUMN or c.startswith(PROBA_PREFIX)]
+            columns = [c for c in predictions.columns if c == PREDICTION_COLUMN or is_proba_column(c)]
             output = predictions[columns].copy()
-            if not any(c.startswith(PROBA_PREFIX) for c in columns):  # regression, forecasting: values
+            if not any(is_proba_column(c) for c in columns):  # regression, forecasting: values
                 output[PREDICTION_COLUMN] = pd.to_numeric(output[PREDICTION_COLUMN])
         return signature_for(example, output, complete)
     except Exception as exc:  # noqa: BLE001 - a model without a schema beats no model
