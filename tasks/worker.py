@@ -74,6 +74,7 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
 
     from tasks.child_requests import DataLoad  # inside: after the core pin (numpy's pools)
     from tasks.data.fold_data import load_fold  # inside: after the core pin (numpy's pools)
+    from tasks.frameworks.base import JobFailure  # inside: after the core pin (numpy's pools)
     from tasks.frameworks.registry import (  # inside: after the core pin (numpy's pools)
         get_adapter,
         write_model_identity,
@@ -128,10 +129,14 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
 
     mark_stage(job_dir, "predicting")
     started = time.perf_counter()
-    predictions = model.predict(X_test)
+    predictions = np.asarray(model.predict(X_test))
     costs["predict_s"] = time.perf_counter() - started
+    if predictions.ndim == 0 or len(predictions) != len(X_test):
+        raise JobFailure(f"{job.framework}'s model predicted an array of shape {predictions.shape} for "
+                         f"{len(X_test):,} test rows; it most likely trained no model, so raise the "
+                         "budget's time or set `_max_train_rows`")
     costs["throughput_rows_s"] = len(X_test) / max(costs["predict_s"], 1e-9)
-    table = pd.DataFrame({ROW: test_rows, TRUTH: y_test.to_numpy(), PREDICTION: np.asarray(predictions)})
+    table = pd.DataFrame({ROW: test_rows, TRUTH: y_test.to_numpy(), PREDICTION: predictions})
     if task.is_classification:
         started = time.perf_counter()
         proba = model.predict_proba(X_test)
@@ -232,6 +237,7 @@ def main(argv: list[str]) -> int:
 
     # After the pin (see the top of this module): they import pydantic, the framework registry, ...
     from tasks.child_requests import JobRequest  # inside: after the core pin (numpy's pools)
+    from tasks.frameworks.base import JobFailure  # inside: after the core pin (numpy's pools)
     from tasks.frameworks.registry import get_adapter  # inside: after the core pin (numpy's pools)
     from tasks.results import JobInfo, JobResult, WorkerUsage  # inside: after the core pin (numpy's pools)
 
@@ -248,6 +254,9 @@ def main(argv: list[str]) -> int:
         info.python = sys.executable
         run(job_dir, request, costs, info)
         result.status = "ok"
+    except JobFailure as exc:  # its message is the whole reason: no traceback to read
+        result.status = "failed"
+        result.error = str(exc)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
         result.status = "failed"
         result.error = failure_text(exc, traceback.format_exc())

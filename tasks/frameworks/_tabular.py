@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.frameworks.base import TaskInfo
+from tasks.frameworks.base import JobFailure, TaskInfo
 
 LEVELS_FILE = "categories.json"
 
@@ -98,6 +98,11 @@ def proba_frame(matrix: np.ndarray, model_classes: Sequence[Any], task: TaskInfo
 
     A class the model never saw in training (absent from its fold) gets probability 0.
     """
+    matrix = np.asarray(matrix)
+    if matrix.ndim != 2:
+        # A framework that trained nothing answers with an empty or 0-dimensional array.
+        raise JobFailure(f"the model returned class probabilities of shape {matrix.shape} instead of one row "
+                         "per row asked; it most likely trained no model, so raise the budget's time")
     by_text = {str(c): i for i, c in enumerate(model_classes)}
     columns: dict[Any, np.ndarray] = {}
     for label in task.classes:

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks._sampling import PARAM as ROWS_PARAM
+from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
 from tasks.frameworks.capabilities import NativeImportance, NotOffered, OnnxCompiled
@@ -33,8 +35,7 @@ CELLS_PER_CORE_MINUTE = 30_000_000
 # ... and on at most as many rows as fit the budget's memory_mb, its peak being about this many
 # times the in-memory size of the rows it is given (measured: about 5 at 9 M rows).
 PEAK_MEMORY_PER_DATA = 6
-# A suite's `_max_train_rows: N` sets the cap itself, `_max_train_rows: all` lifts it.
-ALL_ROWS = "all"
+ROW_CAP = RowCap("autogluon", CELLS_PER_CORE_MINUTE, PEAK_MEMORY_PER_DATA)
 # `autogluon@1.5.0` and `autogluon@1.6.3`, each in an environment of its own: the upgrade question
 # ("did 1.6 make our models worse?") in one suite. Minutes to install: `make setup-frameworks`.
 ENVIRONMENTS = (
@@ -46,60 +47,15 @@ ENVIRONMENTS = (
 )
 
 
-def _check_max_train_rows(setting: Any) -> None:
-    if setting is None or setting == ALL_ROWS:
-        return
-    if isinstance(setting, bool) or not isinstance(setting, int) or setting <= 0:
-        raise ValueError(f"autogluon's param _max_train_rows is {setting!r}: give a positive number of "
-                         f"rows, or '{ALL_ROWS}' for no cap")
-
-
-def max_train_rows(X: pd.DataFrame, budget: Budget, setting: Any = None) -> int | None:
-    """The most training rows AutoGluon is fitted on within `budget`; None when all of X fits.
-
-    `setting` is the suite's `_max_train_rows`: a positive number of rows, or 'all' for no cap.
-    """
-    _check_max_train_rows(setting)
-    if setting == ALL_ROWS:
-        return None
-    if setting is not None:
-        return setting if setting < len(X) else None
-    cells_per_row = max(1, X.shape[1])
-    by_time = CELLS_PER_CORE_MINUTE * budget.cores * budget.time_s / 60 / cells_per_row
-    sample = X.head(1000)
-    bytes_per_row = max(1.0, float(sample.memory_usage(index=False, deep=True).sum()) / max(1, len(sample)))
-    by_memory = budget.memory_mb * 2**20 / (PEAK_MEMORY_PER_DATA * bytes_per_row)
-    cap = int(min(by_time, by_memory))
-    return cap if cap < len(X) else None
-
-
-def sample_rows(y: pd.Series, rows: int, seed: int, *, stratify: bool) -> np.ndarray:
-    """Sorted positions of `rows` rows drawn at random (seeded). Stratified: each class keeps its
-    share, and at least one row, so no class the fold holds is unknown to the model."""
-    rng = np.random.default_rng(seed)
-    if not stratify:
-        return np.sort(rng.choice(len(y), size=rows, replace=False))
-    codes, _ = pd.factorize(y, sort=True)
-    # Rows grouped by class, in random order within each class: take the first quota of each.
-    order = np.lexsort((rng.random(len(y)), codes))
-    counts = np.bincount(codes[codes >= 0])
-    quotas = np.maximum(1, np.round(counts * rows / len(y)).astype(np.int64))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    missing_label = int((codes < 0).sum())  # a missing label sorts first: never drawn
-    chosen = [order[missing_label + start : missing_label + start + quota]
-              for start, quota in zip(starts, quotas, strict=True)]
-    return np.sort(np.concatenate(chosen))
-
-
 class AutoGluonModel(FittedModel):
     native_importance_kind = "autogluon feature_importance"
 
     def __init__(self, predictor: Any, schema: FeatureSchema, task: TaskInfo,
-                 sampled: tuple[int, int] | None = None) -> None:
+                 sampled: Sampled | None = None) -> None:
         self.predictor = predictor
         self.schema = schema
         self.task = task
-        self.sampled = sampled  # (rows fitted on, rows given) when fitted on a sample
+        self.sampled = sampled  # when fitted on a sample
 
     def features(self, X: pd.DataFrame) -> pd.DataFrame:
         return text_as_strings(self.schema.apply(X), self.task)
@@ -167,7 +123,7 @@ class AutoGluonModel(FittedModel):
 
     @property
     def fit_rows(self) -> int | None:
-        return self.sampled[0] if self.sampled else None
+        return self.sampled.rows if self.sampled else None
 
     def info(self) -> dict[str, Any]:
         # AutoGluon skips model families whose extras are missing without a word: record the
@@ -178,9 +134,7 @@ class AutoGluonModel(FittedModel):
             "leaderboard": board[["model", "score_val", "fit_time"]].to_dict(orient="records"),
         }
         if self.sampled:
-            recorded["sampled"] = (f"fitted on a random sample of {self.sampled[0]:,} of the "
-                                   f"{self.sampled[1]:,} training rows, the most the budget allows "
-                                   "(suite param _max_train_rows)")
+            recorded["sampled"] = self.sampled.sentence()
         return recorded
 
 
@@ -200,7 +154,7 @@ class AutoGluonAdapter(FrameworkAdapter):
 
     def check_params(self, params: dict[str, Any]) -> None:
         adapter_params, _ = split_params(params)
-        _check_max_train_rows(adapter_params.get("max_train_rows"))
+        ROW_CAP.check(adapter_params.get(ROWS_PARAM))
 
     def start(self, budget: Budget, workdir: Path) -> None:
         import autogluon.tabular  # noqa: F401 - seconds of imports belong to start-up, not to the search
@@ -222,11 +176,7 @@ class AutoGluonAdapter(FrameworkAdapter):
         # Text columns are kept (as strings): AutoGluon's feature generator detects them and adds
         # word n-gram counts and text statistics, no neural text model in the tabular presets.
         schema = FeatureSchema.learn(X, task, keep_text=True)
-        given = len(X)
-        cap = max_train_rows(X, budget, adapter_params.get("max_train_rows"))
-        if cap is not None:
-            keep = sample_rows(y, cap, seed, stratify=task.is_classification)
-            X, y = X.take(keep), y.take(keep)  # copies of the sample's rows only
+        X, y, sampled = ROW_CAP.sample(X, y, budget, adapter_params, seed, stratify=task.is_classification)
         train = text_as_strings(schema.apply(X), task)
         train[task.target] = y.to_numpy()
         predictor = TabularPredictor(
@@ -248,7 +198,7 @@ class AutoGluonAdapter(FrameworkAdapter):
             "ag_args_fit": {"seed": seed},  # otherwise AutoGluon's models use their own fixed seed
         }
         predictor.fit(train, **{**options, **fit_params})
-        return AutoGluonModel(predictor, schema, task, (len(X), given) if cap is not None else None)
+        return AutoGluonModel(predictor, schema, task, sampled)
 
     def load(self, model_dir: Path, task: TaskInfo) -> AutoGluonModel:
         from autogluon.tabular import TabularPredictor

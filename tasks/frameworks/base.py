@@ -29,6 +29,23 @@ from tasks.task_info import ForecastTask as ForecastTask  # re-exported: the ada
 from tasks.task_info import TaskInfo
 
 
+class JobFailure(Exception):
+    """A failure whose message is the whole story: the worker records it as that one sentence,
+    without the exception's type or a traceback."""
+
+
+class NoModelTrained(JobFailure):
+    """The framework finished its fit within the budget without a single trained model.
+
+    The worker records the job as failed with this one sentence (no traceback): the user's fix is
+    a larger budget or fewer training rows, not a bug to hunt.
+    """
+
+    def __init__(self, framework: str, time_s: float, rows: int) -> None:
+        super().__init__(f"{framework} trained no model within {time_s:g} s on {rows:,} rows; raise the "
+                         "budget's time or set `_max_train_rows`")
+
+
 class FittedModel(ABC):
     """A trained model as the worker sees it, and what it offers the post-job evaluations.
 

@@ -11,8 +11,10 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks._onnx import float_matrix, sklearn_graph
+from tasks.frameworks._sampling import PARAM as ROWS_PARAM
+from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
-from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.base import FittedModel, FrameworkAdapter, NoModelTrained, TaskInfo, split_params
 from tasks.frameworks.capabilities import NotOffered, OnnxGraph, TreeEnsemble, not_offered
 from tasks.metric_registry import FLAML, framework_name
 from tasks.specs import Budget
@@ -28,13 +30,24 @@ TIME_RESERVE_S = 8.0
 ESTIMATORS = ["lgbm", "xgboost", "xgb_limitdepth", "rf", "extra_tree"]
 TREE_ESTIMATORS = ("lgbm", "xgboost", "xgb_limitdepth", "rf", "extra_tree")  # shap reads their trees
 BOOSTERS = ("lgbm", "xgboost", "xgb_limitdepth")  # converted by onnxmltools, the rest by skl2onnx
+# FLAML samples rows for its own trials (`sample`), but its preprocessing, holdout split and
+# first trials all run on every row it is given: at 9 M rows x 19 columns under 1m2c it trained
+# nothing in its 51 s. So it is fitted on at most this many cells (rows x columns) per core and
+# minute of the budget's time_s (about 670,000 rows of 30 columns at 1m2c) ...
+CELLS_PER_CORE_MINUTE = 10_000_000
+# ... and on as many rows as fit the budget's memory_mb, its peak being about this many times the
+# in-memory size of the rows it is given (its transformer and holdout split copy them).
+PEAK_MEMORY_PER_DATA = 6
+ROW_CAP = RowCap("flaml", CELLS_PER_CORE_MINUTE, PEAK_MEMORY_PER_DATA)
 
 
 class FlamlModel(FittedModel):
-    def __init__(self, automl: Any, schema: FeatureSchema, task: TaskInfo) -> None:
+    def __init__(self, automl: Any, schema: FeatureSchema, task: TaskInfo,
+                 sampled: Sampled | None = None) -> None:
         self.automl = automl
         self.schema = schema
         self.task = task
+        self.sampled = sampled  # when fitted on a sample
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         return np.asarray(self.automl.predict(self.schema.apply(X)))
@@ -105,12 +118,19 @@ class FlamlModel(FittedModel):
     def models_count(self) -> int:
         return max(1, len(self.automl.config_history))  # trials FLAML evaluated
 
+    @property
+    def fit_rows(self) -> int | None:
+        return self.sampled.rows if self.sampled else None
+
     def info(self) -> dict[str, Any]:
-        return {
+        recorded: dict[str, Any] = {
             "best_estimator": self.automl.best_estimator,
             "best_config": self.automl.best_config,
             "trials": len(self.automl.config_history),
         }
+        if self.sampled:
+            recorded["sampled"] = self.sampled.sentence()
+        return recorded
 
 
 class FlamlAdapter(FrameworkAdapter):
@@ -126,6 +146,10 @@ class FlamlAdapter(FrameworkAdapter):
             # flaml.automl imports xgboost at import time even when it is not searched.
             return f"FLAML's AutoML needs XGBoost, which is missing; install it with: {self.install_hint}"
         return reason
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        adapter_params, _ = split_params(params)
+        ROW_CAP.check(adapter_params.get(ROWS_PARAM))
 
     def start(self, budget: Budget, workdir: Path) -> None:
         import flaml  # noqa: F401 - a few seconds of imports belong to start-up, not to the search
@@ -143,8 +167,9 @@ class FlamlAdapter(FrameworkAdapter):
     ) -> FlamlModel:
         from flaml import AutoML
 
-        _, fit_params = split_params(params)
+        adapter_params, fit_params = split_params(params)
         schema = FeatureSchema.learn(X, task)
+        X, y, sampled = ROW_CAP.sample(X, y, budget, adapter_params, seed, stratify=task.is_classification)
         automl = AutoML()
         options: dict[str, Any] = {
             "task": "classification" if task.is_classification else "regression",
@@ -159,7 +184,10 @@ class FlamlAdapter(FrameworkAdapter):
             "log_file_name": str(workdir / "flaml.log"),
         }
         automl.fit(X_train=schema.apply(X), y_train=y, **{**options, **fit_params})
-        return FlamlModel(automl, schema, task)
+        if automl.best_estimator is None or automl.model is None:
+            # FLAML only warns ("No estimator is trained") and its predict then answers None.
+            raise NoModelTrained(self.name, budget.time_s, len(X))
+        return FlamlModel(automl, schema, task, sampled)
 
     def load(self, model_dir: Path, task: TaskInfo) -> FlamlModel:
         with open(model_dir / AUTOML_FILE, "rb") as handle:

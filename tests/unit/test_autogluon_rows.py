@@ -1,4 +1,8 @@
-"""How many training rows AutoGluon is fitted on: all of them unless the budget cannot hold them."""
+"""How many training rows AutoGluon is fitted on: all of them unless the budget cannot hold them.
+
+The cap and the sample are tasks/frameworks/_sampling.py's, which FLAML, H2O and rf share with
+their own rates; AutoGluon's rates are the example here.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.frameworks.ag_tabular import CELLS_PER_CORE_MINUTE, max_train_rows, sample_rows
+from tasks.frameworks._sampling import Sampled, sample_rows
+from tasks.frameworks.ag_tabular import CELLS_PER_CORE_MINUTE, ROW_CAP
 from tasks.specs import Budget
 
+max_train_rows = ROW_CAP.rows
 ONE_MINUTE_TWO_CORES = Budget(name="1m2c", time_s=60, cores=2, memory_mb=8192, gpus=0)
 
 
@@ -60,3 +66,11 @@ def test_an_unstratified_sample_draws_distinct_rows() -> None:
     y = pd.Series(np.arange(10_000, dtype=float))
     positions = sample_rows(y, 500, seed=3, stratify=False)
     assert len(positions) == len(set(positions.tolist())) == 500
+
+
+def test_the_sample_is_said_with_who_chose_its_size() -> None:
+    by_budget = Sampled(2_805_418, 9_000_000).sentence()
+    assert "2,805,418 of the 9,000,000 training rows" in by_budget and "budget allows" in by_budget
+    assert "suite's _max_train_rows" in Sampled(50, 80, by_suite=True).sentence()
+    for sentence in (by_budget, Sampled(1, 2, by_suite=True).sentence()):
+        assert sentence.endswith("scored on the whole test part")

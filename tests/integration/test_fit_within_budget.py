@@ -1,0 +1,62 @@
+"""Frameworks given more rows than their budget holds: a recorded sample, or one sentence saying
+no model was trained, never a traceback from an empty prediction; H2O's heap follows the budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from jobs_support.tiny_project import make_project
+
+from tasks.frameworks.registry import get_adapter
+from tasks.jobs import run_job
+from tasks.plan import Job
+from tasks.results import PREDICTIONS_FILE
+from tasks.specs import Budget
+
+pytestmark = pytest.mark.integration
+BUDGET = Budget(name="tiny", time_s=15, cores=1, memory_mb=4096)
+
+
+def _available(framework: str) -> None:
+    reason = get_adapter(framework).unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+def test_flaml_that_trains_nothing_within_its_budget_fails_with_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _available("flaml")
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=120)["binary"]
+    # A time budget shorter than FLAML's first trial: it returns without an estimator.
+    params = {"estimator_list": ["lgbm"], "time_budget": 0.001}
+    job = Job("integration", spec.name, "v0", "flaml", None, 0, 0, BUDGET, params)
+
+    result = run_job(job, spec, tmp_path / "runs" / "flaml")
+
+    assert result.status == "failed"
+    assert result.error == ("flaml trained no model within 15 s on 60 rows; raise the budget's time or set "
+                            "`_max_train_rows`")
+
+
+def test_flaml_above_its_row_cap_is_fitted_on_a_sample_and_scored_on_the_whole_test_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _available("flaml")
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=160)["binary"]
+    params = {**get_adapter("flaml").test_params(), "_max_train_rows": 50}
+    job = Job("integration", spec.name, "v0", "flaml", None, 0, 0, BUDGET, params)
+    job_dir = tmp_path / "runs" / "flaml"
+
+    result = run_job(job, spec, job_dir)
+
+    assert result.status == "ok", result.error
+    assert result.costs["train_rows"] == 80
+    assert abs(result.costs["fit_rows"] - 50) <= 1  # each class keeps its share, rounded
+    assert "of the 80 training rows, as the suite's _max_train_rows sets" in result.info["sampled"]
+    assert result.info["sampled"].endswith("scored on the whole test part")
+    assert len(pd.read_csv(job_dir / PREDICTIONS_FILE)) == result.costs["test_rows"] == 80
