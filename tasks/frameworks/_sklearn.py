@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks._onnx import sklearn_graph
+from tasks.frameworks._sampling import PARAM as ROWS_PARAM
+from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
 from tasks.frameworks.capabilities import OnnxGraph
@@ -29,10 +31,16 @@ SKLEARN_ENVIRONMENTS = tuple(
 class SklearnModel(FittedModel):
     """A fitted scikit-learn estimator plus the feature schema it was fitted with."""
 
-    def __init__(self, estimator: Any, schema: FeatureSchema, task: TaskInfo) -> None:
+    def __init__(self, estimator: Any, schema: FeatureSchema, task: TaskInfo,
+                 sampled: Sampled | None = None) -> None:
         self.estimator = estimator
         self.schema = schema
         self.task = task
+        self.sampled = sampled  # when fitted on a sample
+
+    @property
+    def fit_rows(self) -> int | None:
+        return self.sampled.rows if self.sampled else None
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         return np.asarray(self.estimator.predict(self.schema.apply(X)))
@@ -47,10 +55,11 @@ class SklearnModel(FittedModel):
         # A boosted model that stops on a time limit (hgb): how far it got, so a short model is
         # seen to be one.
         final = self.estimator.steps[-1][1] if hasattr(self.estimator, "steps") else self.estimator
-        if not hasattr(final, "stopped_by_time"):
-            return {}
-        return {"boosting_rounds": int(final.n_iter_), "max_rounds": int(final.max_iter),
-                "stopped_by_time": final.stopped_by_time()}
+        recorded: dict[str, Any] = {"sampled": self.sampled.sentence()} if self.sampled else {}
+        if hasattr(final, "stopped_by_time"):
+            recorded.update(boosting_rounds=int(final.n_iter_), max_rounds=int(final.max_iter),
+                            stopped_by_time=final.stopped_by_time())
+        return recorded
 
     def to_onnx(self, folder: Path) -> OnnxGraph:
         return sklearn_graph(self.estimator, self.schema, self.task, covers="the whole fitted estimator")
@@ -76,6 +85,14 @@ class SklearnAdapter(FrameworkAdapter):
     install_hint = "pip install scikit-learn"
     environments = SKLEARN_ENVIRONMENTS
     model_class: ClassVar[type[SklearnModel]] = SklearnModel  # what the adapter's models offer
+    # The most rows the estimator is fitted on within a budget (tasks/frameworks/_sampling.py);
+    # None: it takes every row it is given.
+    row_cap: ClassVar[RowCap | None] = None
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        adapter_params, _ = split_params(params)
+        if self.row_cap is not None:
+            self.row_cap.check(adapter_params.get(ROWS_PARAM))
 
     @abstractmethod
     def estimator(
@@ -94,11 +111,15 @@ class SklearnAdapter(FrameworkAdapter):
         workdir: Path,
         seed: int,
     ) -> SklearnModel:
-        _, framework_params = split_params(params)
+        adapter_params, framework_params = split_params(params)
         schema = FeatureSchema.learn(X, task)
+        sampled = None
+        if self.row_cap is not None:
+            X, y, sampled = self.row_cap.sample(X, y, budget, adapter_params, seed,
+                                                stratify=task.is_classification)
         estimator = self.estimator(schema, task, budget, framework_params, seed)
         estimator.fit(schema.apply(X), y)
-        return self.model_class(estimator, schema, task)
+        return self.model_class(estimator, schema, task, sampled)
 
     def load(self, model_dir: Path, task: TaskInfo) -> SklearnModel:
         return self.model_class.load(model_dir, task)

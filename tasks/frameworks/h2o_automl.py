@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import socket
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks._onnx import float_matrix
+from tasks.frameworks._sampling import PARAM as ROWS_PARAM
+from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
-from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.base import FittedModel, FrameworkAdapter, NoModelTrained, TaskInfo, split_params
 from tasks.frameworks.capabilities import (
     NativeArtifact,
     NativeImportance,
@@ -38,6 +41,20 @@ RUNTIME_RESERVE_S = 6.0
 # Share of the job's memory limit given to the JVM heap: the JVM's own overhead and the Python
 # worker count against the same process-tree limit.
 HEAP_SHARE = 0.6
+# Frames above this many rows reach H2O as a Parquet file it imports itself, written a slice at a
+# time: h2o.H2OFrame(pandas) makes a full CSV copy in the Python process first (at 9 M rows that
+# copy put the job over its memory budget). Smaller frames (single rows) take the quicker upload.
+IMPORT_ROWS = 10_000
+PARQUET_SLICE_ROWS = 250_000
+# H2O AutoML's first models (a GLM, then a GBM, cross-validated) run on every row it is given:
+# it is fitted on at most this many cells (rows x columns) per core and minute of time_s (about
+# 670,000 rows of 30 columns at 1m2c) ...
+CELLS_PER_CORE_MINUTE = 10_000_000
+# ... and on as many rows as fit the budget's memory_mb, the job's peak being about this many
+# times the in-memory size of the rows it is given (the fold in Python, its compressed copy and
+# models in the JVM's heap).
+PEAK_MEMORY_PER_DATA = 6
+ROW_CAP = RowCap("h2o", CELLS_PER_CORE_MINUTE, PEAK_MEMORY_PER_DATA)
 
 
 def _free_port_pair() -> int:
@@ -61,15 +78,67 @@ def _to_h2o(X: pd.DataFrame, schema: FeatureSchema, target: pd.Series | None = N
     """An H2OFrame typed as at fit time; a classification target (object labels) becomes an enum."""
     import h2o
 
-    frame = schema.apply(X)
     # Every column typed explicitly: H2O guesses from the values, and a single row with a
     # missing number would otherwise arrive as an enum column.
     types = {column: "enum" if column in schema.levels else "numeric" for column in schema.columns}
     if target is not None:
+        types[str(target.name)] = "enum" if target.dtype == object else "numeric"
+    if len(X) > IMPORT_ROWS:
+        return _import_parquet(X, schema, target, types)
+    frame = schema.apply(X)
+    if target is not None:
         frame[str(target.name)] = target.to_numpy()
-        if target.dtype == object:
-            types[str(target.name)] = "enum"
-    return h2o.H2OFrame(frame, column_types=types)
+    # The upload writes a missing level as the text "nan": read back as missing, as the Parquet
+    # import has it, so a model sees the same frame whichever way its rows came.
+    missing = {column: ["nan"] for column, kind in types.items() if kind == "enum"}
+    return h2o.H2OFrame(frame, column_types=types, na_strings=missing or None)
+
+
+def _import_parquet(X: pd.DataFrame, schema: FeatureSchema, target: pd.Series | None,
+                    types: dict[str, str]) -> Any:
+    """X (and target) imported by H2O from a Parquet file written a slice at a time, so the Python
+    process never holds a second full copy of the data."""
+    import h2o
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # Enums as strings (H2O makes its levels from them), numbers as doubles: one schema for every
+    # slice, whatever a slice holds (a slice of missing levels would otherwise be typed null).
+    arrow_schema = pa.schema([(name, pa.string() if kind == "enum" else pa.float64())
+                              for name, kind in types.items()])
+    with tempfile.TemporaryDirectory(prefix="h2o-import-") as folder:
+        path = Path(folder) / "frame.parquet"
+        with pq.ParquetWriter(path, arrow_schema) as writer:
+            for start in range(0, len(X), PARQUET_SLICE_ROWS):
+                part = schema.apply(X.iloc[start : start + PARQUET_SLICE_ROWS])
+                if target is not None:
+                    part[str(target.name)] = target.iloc[start : start + PARQUET_SLICE_ROWS].to_numpy()
+                arrays = [_strings(part[name]) if kind == "enum"
+                          else pa.array(pd.to_numeric(part[name], errors="coerce"), type=pa.float64(),
+                                        from_pandas=True)
+                          for name, kind in types.items()]
+                writer.write_table(pa.Table.from_arrays(arrays, schema=arrow_schema))
+        return h2o.import_file(str(path), col_types=types)
+
+
+def _strings(values: pd.Series) -> Any:
+    """A column as an Arrow array of strings (a missing value stays missing), the way H2O names
+    the levels of a frame uploaded from pandas."""
+    import pyarrow as pa
+
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        # Each level turned into text once, not each row.
+        named = values.cat.rename_categories([str(level) for level in values.cat.categories])
+        return pa.array(named, from_pandas=True).cast(pa.string())
+    texts = values.astype(object).where(values.notna(), None).map(lambda v: v if v is None else str(v))
+    return pa.array(texts, type=pa.string())
+
+
+def heap_mb() -> float:
+    """The running cluster's maximum heap (MB), as its nodes report it."""
+    import h2o
+
+    return sum(float(node["max_mem"]) for node in h2o.cluster().nodes) / 2**20
 
 
 def _as_pandas(frame: Any) -> pd.DataFrame:
@@ -83,11 +152,14 @@ class H2OModel(FittedModel):
     native_importance_kind = "h2o varimp"
     native_artifact_kind = "mojo"
 
-    def __init__(self, leader: Any, schema: FeatureSchema, task: TaskInfo, leaderboard: list[str]) -> None:
+    def __init__(self, leader: Any, schema: FeatureSchema, task: TaskInfo, leaderboard: list[str],
+                 sampled: Sampled | None = None, heap_mb: float | None = None) -> None:
         self.leader = leader
         self.schema = schema
         self.task = task
         self.leaderboard = leaderboard
+        self.sampled = sampled  # when fitted on a sample
+        self.heap_mb = heap_mb  # the JVM's maximum heap during the fit
 
     def _raw(self, X: pd.DataFrame) -> pd.DataFrame:
         return _as_pandas(self.leader.predict(_to_h2o(X, self.schema)))
@@ -171,8 +243,17 @@ class H2OModel(FittedModel):
     def models_count(self) -> int:
         return max(1, len(self.leaderboard))
 
+    @property
+    def fit_rows(self) -> int | None:
+        return self.sampled.rows if self.sampled else None
+
     def info(self) -> dict[str, Any]:
-        return {"leader": self.leader.model_id, "leaderboard": self.leaderboard[:50]}
+        recorded: dict[str, Any] = {"leader": self.leader.model_id, "leaderboard": self.leaderboard[:50]}
+        if self.heap_mb is not None:
+            recorded["jvm_max_mem_mb"] = round(self.heap_mb)
+        if self.sampled:
+            recorded["sampled"] = self.sampled.sentence()
+        return recorded
 
 
 class H2OAdapter(FrameworkAdapter):
@@ -191,7 +272,13 @@ class H2OAdapter(FrameworkAdapter):
                     "(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME.")
         return reason
 
+    def check_params(self, params: dict[str, Any]) -> None:
+        adapter_params, _ = split_params(params)
+        ROW_CAP.check(adapter_params.get(ROWS_PARAM))
+
     def start(self, budget: Budget, workdir: Path) -> None:
+        # The heap follows the budget, leaving the rest of memory_mb to the JVM's own overhead and
+        # the Python worker.
         self._start_cluster(budget.cores, int(budget.memory_mb * HEAP_SHARE), workdir)
 
     def _start_cluster(self, threads: int, heap_mb: int, workdir: Path) -> None:
@@ -250,8 +337,9 @@ class H2OAdapter(FrameworkAdapter):
         from h2o.automl import H2OAutoML
 
         self._ensure_cluster()
-        _, automl_params = split_params(params)
+        adapter_params, automl_params = split_params(params)
         schema = FeatureSchema.learn(X, task)
+        X, y, sampled = ROW_CAP.sample(X, y, budget, adapter_params, seed, stratify=task.is_classification)
         target = y.astype(str).astype(object) if task.is_classification else pd.to_numeric(y).astype(float)
         train = _to_h2o(X, schema, target.rename(task.target))
         options: dict[str, Any] = {
@@ -263,12 +351,9 @@ class H2OAdapter(FrameworkAdapter):
         automl = H2OAutoML(**{**options, **automl_params})
         automl.train(x=schema.columns, y=task.target, training_frame=train)
         if automl.leader is None:
-            raise RuntimeError(
-                f"H2O AutoML trained no model within max_runtime_secs={options['max_runtime_secs']}; "
-                "give it a larger budget (time_s) or set max_models."
-            )
+            raise NoModelTrained(self.name, budget.time_s, len(X))
         board = _as_pandas(automl.leaderboard)
-        return H2OModel(automl.leader, schema, task, [str(m) for m in board["model_id"]])
+        return H2OModel(automl.leader, schema, task, [str(m) for m in board["model_id"]], sampled, heap_mb())
 
     def load(self, model_dir: Path, task: TaskInfo) -> H2OModel:
         import h2o

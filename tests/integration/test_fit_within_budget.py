@@ -60,3 +60,55 @@ def test_flaml_above_its_row_cap_is_fitted_on_a_sample_and_scored_on_the_whole_t
     assert "of the 80 training rows, as the suite's _max_train_rows sets" in result.info["sampled"]
     assert result.info["sampled"].endswith("scored on the whole test part")
     assert len(pd.read_csv(job_dir / PREDICTIONS_FILE)) == result.costs["test_rows"] == 80
+
+
+def test_h2os_heap_follows_the_budgets_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.frameworks.h2o_automl import HEAP_SHARE
+
+    _available("h2o")
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=120)["regression"]
+    budget = Budget(name="tiny-h2o", time_s=15, cores=1, memory_mb=2000)
+    job = Job("integration", spec.name, "v0", "h2o", None, 0, 0, budget, get_adapter("h2o").test_params())
+
+    result = run_job(job, spec, tmp_path / "runs" / "h2o")
+
+    assert result.status == "ok", result.error
+    asked = 2000 * HEAP_SHARE
+    # The cluster's own report (Runtime.maxMemory: the heap less a survivor space).
+    assert 0.85 * asked <= result.info["jvm_max_mem_mb"] <= asked
+
+
+def test_a_large_frame_reaches_h2o_through_parquet_typed_as_an_upload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from tasks.frameworks import h2o_automl
+    from tasks.frameworks._tabular import FeatureSchema
+    from tasks.frameworks.base import TaskInfo
+
+    _available("h2o")
+    rng = np.random.default_rng(0)
+    rows = 300
+    X = pd.DataFrame({"x": rng.normal(size=rows), "n": rng.integers(0, 5, size=rows),
+                      "color": pd.Categorical(rng.choice(["red", "blue", None], size=rows)),
+                      "level": rng.choice([1, 2, 3], size=rows)})
+    X.loc[::7, "x"] = np.nan
+    y = pd.Series(rng.choice(["yes", "no"], size=rows), name="label", dtype=object)
+    task = TaskInfo("binary", "label", "auc",
+                    {"x": "numeric", "n": "numeric", "color": "categorical", "level": "categorical"},
+                    ("no", "yes"))
+    schema = FeatureSchema.learn(X, task)
+    adapter = get_adapter("h2o")
+    adapter.start(Budget(name="tiny", time_s=15, cores=1, memory_mb=2000), tmp_path)
+    try:
+        uploaded = h2o_automl._to_h2o(X, schema, y)
+        monkeypatch.setattr(h2o_automl, "IMPORT_ROWS", 10)
+        monkeypatch.setattr(h2o_automl, "PARQUET_SLICE_ROWS", 70)  # several slices, the last one short
+        imported = h2o_automl._to_h2o(X, schema, y)
+        assert imported.types == uploaded.types
+        assert imported.levels() == uploaded.levels()
+        pd.testing.assert_frame_equal(h2o_automl._as_pandas(imported), h2o_automl._as_pandas(uploaded))
+    finally:
+        adapter.stop()
