@@ -98,8 +98,9 @@ def build_report(
     notes: list[str] = []
     sampled = jobs.sampled_fits(table)
     if sampled:
-        notes.append("fitted on a sample of the training rows, the most their budget allows (the "
-                     "fit_rows metric): " + "; ".join(sampled))
+        notes.append("fitted on a sample of the training rows, the most their budget allows or the suite's "
+                     "_max_train_rows (the fit_rows metric), and scored on the whole test part: "
+                     + "; ".join(sampled))
 
     figures: list[Path] = []
     cd_value = None
