@@ -39,6 +39,9 @@ COST_METRICS: dict[str, str] = {
     "fit_rows": "training rows the framework was fitted on: train_rows, or fewer where it fitted a sample "
                 "to stay within the budget (autogluon on data too large for its time or memory)",
     "data_load_s": "seconds the worker took to read and type the fold's data",
+    "energy_fit_j": "joules of the fit, read from the source in info.energy.source (nvml_counter, "
+                    "nvml_power, rapl; absent where none is readable, never estimated)",
+    "energy_predict_per_1k_j": "joules per 1,000 test-fold predictions (the batch predict), same source",
     "data_load_rss_mb": "the worker's peak memory once the fold is loaded (the harness's share, on top of "
     "memory_mb)",
 }

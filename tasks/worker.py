@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 # Only the standard library, the child's start-up and plain names before the pin: numpy & co start
 # their thread pools at import, and those must start on the job's cores. The rest comes after it.
 from tasks.child_process import DATA_LOAD_FILE, JOB_FILE, begin, exit_now, failure_text
+from tasks.energy import EnergyMeter
 from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, ROW, TRUTH, proba_column
 
 if TYPE_CHECKING:
@@ -119,17 +120,27 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     adapter.start(budget, workdir)
     info.startup_s = time.perf_counter() - started
 
+    meter = EnergyMeter(request.gpus)
     mark_stage(job_dir, "fitting")
     started = time.perf_counter()
-    model = adapter.fit(
-        X_train, y_train, task=task, budget=budget, params=params, workdir=workdir, seed=job.seed
-    )
+    with meter.measure() as fit_energy:
+        model = adapter.fit(
+            X_train, y_train, task=task, budget=budget, params=params, workdir=workdir, seed=job.seed
+        )
     costs["fit_s"] = time.perf_counter() - started
 
     mark_stage(job_dir, "predicting")
     started = time.perf_counter()
-    predictions = model.predict(X_test)
+    with meter.measure() as predict_energy:
+        predictions = model.predict(X_test)
     costs["predict_s"] = time.perf_counter() - started
+    meter.close()
+    # Absent, never estimated, where no source exists: info.energy says which source and why not.
+    info.energy = {"source": fit_energy.source, "reason": fit_energy.reason, "fit_parts_j": fit_energy.parts}
+    if fit_energy.joules is not None:
+        costs["energy_fit_j"] = fit_energy.joules
+    if predict_energy.joules is not None and len(X_test):
+        costs["energy_predict_per_1k_j"] = predict_energy.joules / len(X_test) * 1000
     costs["throughput_rows_s"] = len(X_test) / max(costs["predict_s"], 1e-9)
     table = pd.DataFrame({ROW: test_rows, TRUTH: y_test.to_numpy(), PREDICTION: np.asarray(predictions)})
     if task.is_classification:
