@@ -129,6 +129,9 @@ JOB_TAGS: dict[str, str] = {
     "gpu_model": "GPU model of the job's devices, or 'none'",
     "team": "team tag given at run time",
     "error": "last lines of the error, for failed jobs",
+    "energy_source": "where energy_fit_j came from: nvml_counter, nvml_power, rapl (joined by + when "
+                     "several), or none",
+    "energy_reason": "why an energy source is missing (no RAPL files, no GPU, NVML unusable)",
 }
 STATUSES = ("ok", "failed", "timeout", "memory", "skipped")
 FINISHED_STATUSES = frozenset({"ok", "skipped"})  # a resumed suite does not run these again

@@ -18,6 +18,7 @@ from tasks.report import (
     aggregate,
     amlb,
     elo,
+    energy,
     forecasting,
     jobs,
     leaderboard,
@@ -171,6 +172,7 @@ def build_report(
         figures += robust.figures
 
     serving_lines, serving_figures = serving.section(table, folder, _table)
+    serving_lines += energy.section(table, folder, _table)
     figures += serving_figures
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
     serving_lines = forecast_lines + serving_lines

@@ -179,6 +179,11 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     }
     if result.error:
         tags["error"] = result.error[-MAX_TAG_CHARS:]
+    energy = result.info.get("energy") or {}
+    if energy:
+        tags["energy_source"] = str(energy.get("source", "none"))
+        if energy.get("reason"):
+            tags["energy_reason"] = str(energy["reason"])[-MAX_TAG_CHARS:]
     for name, outcome in sorted(result.evaluations.items()):
         tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
         if outcome.get("reason"):
