@@ -170,6 +170,8 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     for key, value in model.info().items():  # the framework's own (JobInfo keeps unknown keys)
         setattr(info, key, value)
 
+    _record_anytime(job_dir, model, costs, info, X_test, y_test, task, spec)
+
     mark_stage(job_dir, "measuring latency")
     started = time.perf_counter()
     latencies = _latencies_ms(model, X_test, request.latency_calls, request.latency_max_s)
@@ -178,6 +180,35 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     costs["latency_p50_ms"] = float(np.percentile(latencies, 50))
     costs["latency_p99_ms"] = float(np.percentile(latencies, 99))
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _record_anytime(job_dir: Path, model: Any, costs: dict[str, float], info: JobInfo, X_test: Any,
+                    y_test: Any, task: Any, spec: Any) -> None:
+    """The score-over-time curve (anytime.csv) of a model that records its search's progress; a model
+    that does not says why in info.anytime. Nothing here fails the job: the curve is an extra."""
+    from tasks.anytime import ANYTIME_FILE, series, time_to_share  # inside: after the core pin (pandas)
+    from tasks.frameworks.capabilities import NotOffered  # inside: after the core pin (numpy)
+
+    mark_stage(job_dir, "scoring the anytime curve")
+    try:
+        candidates = model.anytime_candidates()
+    except NotOffered as refusal:
+        info.anytime = {"offered": False, "reason": str(refusal)}
+        return
+    if spec.problem_type not in ("binary", "multiclass", "regression"):
+        info.anytime = {"offered": False, "reason": f"no anytime scoring for {spec.problem_type} yet"}
+        return
+    try:
+        curve = series(candidates, costs["fit_s"], X_test, y_test, spec.problem_type, str(spec.metric),
+                       list(task.classes))
+    except Exception as error:  # noqa: BLE001 - a candidate that cannot predict: the job stands
+        info.anytime = {"offered": True, "reason": f"scoring a candidate failed: {error!r}"[:500]}
+        return
+    curve.to_csv(job_dir / ANYTIME_FILE, index=False)
+    costs.update(time_to_share(curve))
+    costs["anytime_points"] = float(len(curve))
+    info.anytime = {"offered": True, "candidates": len(candidates),
+                    "timing": next((c.timing for c in candidates if c.timing), "")}
 
 
 def _resident_mb() -> float:
