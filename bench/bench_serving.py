@@ -16,7 +16,9 @@ the open loop under MLPerf LoadGen (the default) and once with the older Locust-
 
 Settings (environment): BENCH_SERVING_RUNS (a folder of job folders, default runs/serving),
 BENCH_SERVING_FRAMEWORKS, BENCH_SERVING_H2O_BEFORE (1: measure the 100 calls; 0: skip),
-BENCH_SERVING_STEPS (search steps per open loop, default 4).
+BENCH_SERVING_STEPS (search steps per open loop, default 4), BENCH_SERVING_SLO_MS (default: the
+suite's), BENCH_SERVING_MAX_DURATION_S (LoadGen's longest step, default 30: 500 queries then need
+at least 17 QPS).
 Run: `python -m bench.bench_serving` from the project root (part of `make bench`).
 """
 
@@ -46,9 +48,11 @@ def _serve_fresh(scratch: Path) -> list[Path]:
 
     suite = load_suite("serving", all_evaluations())
     steps = int(os.environ.get("BENCH_SERVING_STEPS", "4"))
-    short = {"duration_s": 3.0, "time_s": 400, "concurrency": [1, 4, 16], "search_steps": steps,
-             "max_duration_s": 15.0}
+    short = {"duration_s": 3.0, "time_s": 600, "concurrency": [1, 4, 16], "search_steps": steps,
+             "max_duration_s": float(os.environ.get("BENCH_SERVING_MAX_DURATION_S", "30"))}
     block = suite.evaluation_blocks()["serving"] | short
+    if os.environ.get("BENCH_SERVING_SLO_MS"):
+        block["slo_ms"] = float(os.environ["BENCH_SERVING_SLO_MS"])
     spec = load_dataset_spec("breast_cancer")
     build([spec.name])
     folders = []
