@@ -3,16 +3,22 @@ spend on in-process latency before and after its bound.
 
 It reads the job folders of a serving run (`automl-eval run serving` writes runs/serving/); where
 there are none it serves BENCH_SERVING_FRAMEWORKS (default constant,hgb) on breast_cancer itself,
-into a scratch folder, with the suite's serving block and 5 s steps. Figures:
+into a scratch folder, with the suite's serving block and short steps, twice per model: once with
+the open loop under MLPerf LoadGen (the default) and once with the older Locust-only search. Figures:
 
 - per dataset x framework: p99 at each concurrency step, serve_max_qps_at_slo, the worst error rate;
+- the open loop: LoadGen's highest VALID QPS with its p99, query count and the server's CPU %,
+  beside the Locust-only search's max QPS on the same model (open_loop: locust);
 - the stage's overhead: its wall time minus the counted load (the steps' durations), with the
   server's start-up and the pyfunc build shown apart;
 - H2O's in-process latency: the time its jobs spent now (bounded: 100 calls or 3 s) and, measured
   here on one H2O job's saved model, the time 100 unbounded single-row calls take (the old way).
 
 Settings (environment): BENCH_SERVING_RUNS (a folder of job folders, default runs/serving),
-BENCH_SERVING_FRAMEWORKS, BENCH_SERVING_H2O_BEFORE (1: measure the 100 calls; 0: skip).
+BENCH_SERVING_FRAMEWORKS, BENCH_SERVING_H2O_BEFORE (1: measure the 100 calls; 0: skip),
+BENCH_SERVING_STEPS (search steps per open loop, default 4), BENCH_SERVING_SLO_MS (default: the
+suite's), BENCH_SERVING_MAX_DURATION_S (LoadGen's longest step, default 30: 500 queries then need
+at least 17 QPS).
 Run: `python -m bench.bench_serving` from the project root (part of `make bench`).
 """
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -40,7 +47,12 @@ def _serve_fresh(scratch: Path) -> list[Path]:
     from tasks.specs import load_budget, load_dataset_spec, load_suite
 
     suite = load_suite("serving", all_evaluations())
-    block = suite.evaluation_blocks()["serving"] | {"duration_s": 5.0, "time_s": 240}
+    steps = int(os.environ.get("BENCH_SERVING_STEPS", "4"))
+    short = {"duration_s": 3.0, "time_s": 600, "concurrency": [1, 4, 16], "search_steps": steps,
+             "max_duration_s": float(os.environ.get("BENCH_SERVING_MAX_DURATION_S", "30"))}
+    block = suite.evaluation_blocks()["serving"] | short
+    if os.environ.get("BENCH_SERVING_SLO_MS"):
+        block["slo_ms"] = float(os.environ["BENCH_SERVING_SLO_MS"])
     spec = load_dataset_spec("breast_cancer")
     build([spec.name])
     folders = []
@@ -50,7 +62,12 @@ def _serve_fresh(scratch: Path) -> list[Path]:
         job_dir = scratch / job.key
         result = run_job(job, spec, job_dir)
         if result.status == "ok":
+            # The same fitted model, served again with the Locust-only open loop, in a copy of the job.
+            locust_dir = job_dir.with_name(job_dir.name + "-locust")
+            shutil.copytree(job_dir, locust_dir)
             run_evaluations(job, spec, job_dir, result, {"serving": block})
+            run_evaluations(job, spec, locust_dir, result, {"serving": block | {"open_loop": "locust"}})
+            folders.append(locust_dir)
         folders.append(job_dir)
     return folders
 
@@ -82,7 +99,8 @@ def _row(job_dir: Path) -> dict[str, Any]:
     serving = json.loads((job_dir / "evaluations" / "serving" / "result.json").read_text())
     steps = serving.get("info", {}).get("steps", [])
     closed = [step for step in steps if step["mode"] == "closed"]
-    counted_s = sum(step["duration_s"] for step in steps)
+    loadgen = serving.get("info", {}).get("loadgen") or {}
+    counted_s = sum(step["duration_s"] for step in steps + loadgen.get("steps", []))
     return {
         "dataset": payload["job"]["dataset"], "framework": payload["job"]["framework"],
         "status": serving["status"], "reason": serving.get("reason", "").splitlines()[:1],
@@ -95,6 +113,8 @@ def _row(job_dir: Path) -> dict[str, Any]:
         "latency_measure_s": result.get("info", {}).get("latency_measure_s"),
         "latency_calls": result.get("costs", {}).get("latency_calls"),
         "placement": serving.get("info", {}).get("load_placement", ""),
+        "open_loop": serving.get("info", {}).get("open_loop", "locust"),
+        "loadgen": loadgen,
     }
 
 
@@ -121,6 +141,20 @@ def main() -> None:
               f"{qps:10.1f}  {row['error_rate']:8.3f}  {row['placement']}")
         if row["reason"]:
             print(f"    {row['reason'][0]}")
+
+    print("\nopen loop: LoadGen server scenario (highest VALID target QPS at the SLO) beside Locust's search")
+    print("dataset          framework   open_loop  maxQPS   p99_ms  pctl_ms  queries  step_s  server_cpu%  "
+          "verdicts (qps:verdict)")
+    for row in rows:
+        best = row["loadgen"].get("best") or {}
+        verdicts = " ".join(f"{step['target_qps']:.4g}:{'ok' if step['within_slo'] else step['validity']}"
+                            for step in row["loadgen"].get("steps", []))
+        qps = row["max_qps"] if row["max_qps"] is not None else float("nan")
+        nan = float("nan")
+        print(f"{row['dataset']:<16} {row['framework']:<11} {row['open_loop']:<9} {qps:7.1f}  "
+              f"{best.get('p99_ms', nan):7.1f}  {best.get('percentile_latency_ms', nan):7.1f}  "
+              f"{best.get('queries', 0):7d}  {best.get('duration_s', float('nan')):6.1f}  "
+              f"{best.get('server_cpu_percent', float('nan')):11.0f}  {verdicts}")
 
     print("\nstage overhead (s): wall - counted load = overhead (start-up, pyfunc build apart)")
     overheads = []

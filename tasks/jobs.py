@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from tasks import resources
+from tasks.anytime import ANYTIME_FILE
 from tasks.child_process import error_tail
 from tasks.child_requests import DATA_LOAD_FILE, JOB_FILE, DataLoad, JobRequest
 from tasks.errors import UserError
@@ -75,7 +76,7 @@ def _finish(result: JobResult, job_dir: Path, status: str, error: str = "") -> J
 def _clear_previous_outputs(job_dir: Path) -> None:
     """A re-run starts clean: no stale result, predictions or model from an earlier try."""
     for name in (RESULT_FILE, PREDICTIONS_FILE, STAGE_FILE, LOG_FILE, DATA_LOAD_FILE, resources.SERIES_FILE,
-                 TRAINING_CURVE_FILE):
+                 TRAINING_CURVE_FILE, ANYTIME_FILE):
         (job_dir / name).unlink(missing_ok=True)
     for name in (MODEL_DIR, WORK_DIR):
         if (job_dir / name).is_dir():

@@ -56,6 +56,12 @@ class JobInfo(BaseModel):
     stop_error: str | None = None  # the framework's stop() raised this
     worker_usage: WorkerUsage | None = None
     stage_started_unix: dict[str, float] | None = None  # the parent turns it into timeline_s
+    # tasks/energy.py: {"source": nvml_counter | nvml_power | rapl | none (joined by + when several),
+    # "reason": why a part is missing, "fit_parts_j": joules of the fit per source}
+    energy: dict[str, Any] | None = None
+    # tasks/anytime.py: {"offered": bool, "reason": why not, "candidates": models seen, "timing": how
+    # each model's time was derived}
+    anytime: dict[str, Any] | None = None
     # Added by the parent from what it saw.
     cores: list[int] | None = None  # the cores it was granted
     launcher: str | None = None  # warm or cold (tasks/launch.py)

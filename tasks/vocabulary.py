@@ -39,6 +39,13 @@ COST_METRICS: dict[str, str] = {
     "fit_rows": "training rows the framework was fitted on: train_rows, or fewer where it fitted a sample "
                 "to stay within the budget (autogluon on data too large for its time or memory)",
     "data_load_s": "seconds the worker took to read and type the fold's data",
+    "energy_fit_j": "joules of the fit, read from the source in info.energy.source (nvml_counter, "
+                    "nvml_power, rapl; absent where none is readable, never estimated)",
+    "energy_predict_per_1k_j": "joules per 1,000 test-fold predictions (the batch predict), same source",
+    "anytime_t95_s": "fit seconds until the anytime curve had gained 95% of what the whole fit gained over "
+                     "its first model (frameworks that record their search's progress)",
+    "anytime_t99_s": "fit seconds until the anytime curve had gained 99% of the whole fit's gain",
+    "anytime_points": "points of the job's anytime curve (anytime.csv)",
     "data_load_rss_mb": "the worker's peak memory once the fold is loaded (the harness's share, on top of "
     "memory_mb)",
 }
@@ -52,6 +59,8 @@ SERIES_METRICS: dict[str, str] = {
     "series_gpu_util_pct": "GPU utilisation of the job's devices at each sample (GPU hosts only)",
     "series_gpu_mem_mb": "GPU memory used on the job's devices at each sample (GPU hosts only)",
     "validation_loss": "validation loss at each evaluation during training (frameworks that record it)",
+    "anytime_result": "the job's result (test fold) had its fit stopped at step = milliseconds of fit time: "
+                      "the framework's best model by its validation score then (anytime.csv)",
 }
 SERIES_STEPS = 100
 
@@ -126,6 +135,9 @@ JOB_TAGS: dict[str, str] = {
     "gpu_model": "GPU model of the job's devices, or 'none'",
     "team": "team tag given at run time",
     "error": "last lines of the error, for failed jobs",
+    "energy_source": "where energy_fit_j came from: nvml_counter, nvml_power, rapl (joined by + when "
+                     "several), or none",
+    "energy_reason": "why an energy source is missing (no RAPL files, no GPU, NVML unusable)",
 }
 STATUSES = ("ok", "failed", "timeout", "memory", "skipped")
 FINISHED_STATUSES = frozenset({"ok", "skipped"})  # a resumed suite does not run these again

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 # Only the standard library, the child's start-up and plain names before the pin: numpy & co start
 # their thread pools at import, and those must start on the job's cores. The rest comes after it.
 from tasks.child_process import DATA_LOAD_FILE, JOB_FILE, begin, exit_now, failure_text
+from tasks.energy import EnergyMeter
 from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, ROW, TRUTH, proba_column
 
 if TYPE_CHECKING:
@@ -120,21 +121,31 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     adapter.start(budget, workdir)
     info.startup_s = time.perf_counter() - started
 
+    meter = EnergyMeter(request.gpus)
     mark_stage(job_dir, "fitting")
     started = time.perf_counter()
-    model = adapter.fit(
-        X_train, y_train, task=task, budget=budget, params=params, workdir=workdir, seed=job.seed
-    )
+    with meter.measure() as fit_energy:
+        model = adapter.fit(
+            X_train, y_train, task=task, budget=budget, params=params, workdir=workdir, seed=job.seed
+        )
     costs["fit_s"] = time.perf_counter() - started
 
     mark_stage(job_dir, "predicting")
     started = time.perf_counter()
-    predictions = np.asarray(model.predict(X_test))
+    with meter.measure() as predict_energy:
+        predictions = np.asarray(model.predict(X_test))
     costs["predict_s"] = time.perf_counter() - started
+    meter.close()
     if predictions.ndim == 0 or len(predictions) != len(X_test):
         raise JobFailure(f"{job.framework}'s model predicted an array of shape {predictions.shape} for "
                          f"{len(X_test):,} test rows; it most likely trained no model, so raise the "
                          "budget's time or set `_max_train_rows`")
+    # Absent, never estimated, where no source exists: info.energy says which source and why not.
+    info.energy = {"source": fit_energy.source, "reason": fit_energy.reason, "fit_parts_j": fit_energy.parts}
+    if fit_energy.joules is not None:
+        costs["energy_fit_j"] = fit_energy.joules
+    if predict_energy.joules is not None and len(X_test):
+        costs["energy_predict_per_1k_j"] = predict_energy.joules / len(X_test) * 1000
     costs["throughput_rows_s"] = len(X_test) / max(costs["predict_s"], 1e-9)
     table = pd.DataFrame({ROW: test_rows, TRUTH: y_test.to_numpy(), PREDICTION: predictions})
     if task.is_classification:
@@ -164,6 +175,8 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     for key, value in model.info().items():  # the framework's own (JobInfo keeps unknown keys)
         setattr(info, key, value)
 
+    _record_anytime(job_dir, model, costs, info, X_test, y_test, task, spec)
+
     mark_stage(job_dir, "measuring latency")
     started = time.perf_counter()
     latencies = _latencies_ms(model, X_test, request.latency_calls, request.latency_max_s)
@@ -172,6 +185,35 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     costs["latency_p50_ms"] = float(np.percentile(latencies, 50))
     costs["latency_p99_ms"] = float(np.percentile(latencies, 99))
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _record_anytime(job_dir: Path, model: Any, costs: dict[str, float], info: JobInfo, X_test: Any,
+                    y_test: Any, task: Any, spec: Any) -> None:
+    """The score-over-time curve (anytime.csv) of a model that records its search's progress; a model
+    that does not says why in info.anytime. Nothing here fails the job: the curve is an extra."""
+    from tasks.anytime import ANYTIME_FILE, series, time_to_share  # inside: after the core pin (pandas)
+    from tasks.frameworks.capabilities import NotOffered  # inside: after the core pin (numpy)
+
+    mark_stage(job_dir, "scoring the anytime curve")
+    try:
+        candidates = model.anytime_candidates()
+    except NotOffered as refusal:
+        info.anytime = {"offered": False, "reason": str(refusal)}
+        return
+    if spec.problem_type not in ("binary", "multiclass", "regression"):
+        info.anytime = {"offered": False, "reason": f"no anytime scoring for {spec.problem_type} yet"}
+        return
+    try:
+        curve = series(candidates, costs["fit_s"], X_test, y_test, spec.problem_type, str(spec.metric),
+                       list(task.classes))
+    except Exception as error:  # noqa: BLE001 - a candidate that cannot predict: the job stands
+        info.anytime = {"offered": True, "reason": f"scoring a candidate failed: {error!r}"[:500]}
+        return
+    curve.to_csv(job_dir / ANYTIME_FILE, index=False)
+    costs.update(time_to_share(curve))
+    costs["anytime_points"] = float(len(curve))
+    info.anytime = {"offered": True, "candidates": len(candidates),
+                    "timing": next((c.timing for c in candidates if c.timing), "")}
 
 
 def _resident_mb() -> float:

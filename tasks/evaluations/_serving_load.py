@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tasks.resources import ProcessTreeSampler
+
 LOAD_RESULT = "load.json"
 CSV_DIR = "locust"
 HISTORY_CSV = "history.csv"
@@ -55,6 +57,8 @@ class StepRecord:
     max_ms: float = math.nan
     first_error: str = ""
     within_slo: bool | None = None  # open loop: p99 <= slo_ms and no errors
+    server_cpu_percent: float = math.nan  # the server tree's CPU over the step, % of one core
+    server_peak_rss_mb: float = math.nan
 
     @property
     def error_rate(self) -> float:
@@ -181,7 +185,11 @@ def main(argv: list[str]) -> int:
     history.writerow(["step", "elapsed_s", "users", "requests", "failures"])
     deadline = time.monotonic() + float(plan["time_s"])
 
+    server = ProcessTreeSampler(int(plan["server_pid"])) if plan.get("server_pid") else None
+
     def sample(step: _Live) -> None:
+        if server is not None:
+            server.sample()
         history.writerow([step.name, round(time.perf_counter() - step.t0, 3), runner.user_count,
                           step.recorded, step.failures])
 
@@ -203,6 +211,10 @@ def main(argv: list[str]) -> int:
         live["step"] = step
         spawn(users)
         environment.stats.reset_all()  # what the users sent while they were spawned is not counted
+        if server is not None:  # the step's own peak and CPU, not the run's so far
+            server.peak_rss_mb = 0.0
+            server.sample()
+        cpu_start = server.cpu_s if server is not None else 0.0
         step.t0, step.measuring = time.perf_counter(), True
         # Until the time is up or every request the budget allows has come back (at most `users`
         # sent before the count started may land on top).
@@ -219,6 +231,10 @@ def main(argv: list[str]) -> int:
                             duration_s=elapsed, rps=len(step.latencies_ms) / max(elapsed, 1e-9),
                             first_error=step.first_error)
         _percentiles(record, step.latencies_ms)
+        if server is not None:
+            server.sample()
+            record.server_cpu_percent = 100 * (server.cpu_s - cpu_start) / max(elapsed, 1e-9)
+            record.server_peak_rss_mb = server.peak_rss_mb or math.nan
         return record
 
     def open_step(rate: float, seed: int) -> StepRecord:

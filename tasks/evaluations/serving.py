@@ -5,7 +5,13 @@ _pyfunc.py), served as a user serves it: ``mlflow models serve --env-manager loc
 workers as the budget's cores, on 127.0.0.1 and a free port, in its own process group, always
 stopped. Locust (tasks/evaluations/_serving_load.py, a process of its own) sends real
 /invocations bodies built from the test fold's rows: a closed-loop ladder of concurrent users, then
-Poisson arrivals searched for the highest rate whose p99 stays within the SLO.
+the open loop. The open loop is MLPerf LoadGen's server scenario by default (``open_loop: loadgen``,
+tasks/evaluations/_loadgen_search.py): LoadGen's Poisson queries, minimum duration and query count,
+early stopping and VALID/INVALID verdict at the latency percentile; ``open_loop: locust`` keeps the
+older Locust-only search (a p99 from whatever one step counted). ``preset: ci`` keeps LoadGen's steps
+short enough for CI; ``preset: mlperf`` takes MLPerf's own minimums (10 minutes and 270,336 queries a
+step), for real runs. Errors are readings: a step with failed requests is over its SLO and keeps the
+first error; the evaluation fails only when the server dies or never answers.
 
 With two or more cores the load runs on the job's last core and the server on the others; with
 one core both share it (``info.load_placement`` says which).
@@ -15,15 +21,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from tasks.child_process import die_with_parent, error_tail
+from tasks.evaluations._loadgen_search import LOADGEN_DIR, LOADGEN_RESULT, SUMMARY_FILE
 from tasks.evaluations._scoring_server import SERVER_LOG, ScoringServer, ServingFailure
 from tasks.evaluations._serving_load import CSV_DIR, HISTORY_CSV, LOAD_RESULT
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
@@ -34,6 +42,8 @@ PYFUNC_FOLDER = "pyfunc"  # the served model, inside the evaluation's folder
 BODIES_FILE = "bodies.jsonl"
 PLAN_FILE = "load_plan.json"
 LOAD_LOG = "load.log"
+LOADGEN_PLAN_FILE = "loadgen_plan.json"
+LOADGEN_LOG = "loadgen.log"
 MAX_BODIES = 500  # distinct test rows the load cycles through
 WARMUP_REQUESTS = 20
 WARMUP_S = 3.0
@@ -42,17 +52,35 @@ LOAD_GRACE_S = 30.0  # the load process's own start-up and write-out
 # many users on a slow model measures its queueing, not the client's patience.
 REQUEST_TIMEOUT_S = 30.0
 
+# LoadGen's step limits per preset: (min_duration_s, min_query_count, max_duration_s).
+# ci: short steps; 500 queries are about what LoadGen's early stopping needs to establish a p99
+# when no query is over the bound (fewer are INVALID however fast the server is).
+# mlperf: MLPerf Inference's server scenario (mlperf.conf: min_duration 600000 ms; 270,336 queries),
+# with room for the queries to come in at low rates.
+PRESETS: dict[str, tuple[float, int, float]] = {
+    "ci": (2.0, 500, 30.0),
+    "mlperf": (600.0, 270_336, 1800.0),
+}
+
 
 class ServingSettings(EvaluationSettings):
     """The suite's `serving:` block."""
 
-    time_s: int = Field(default=400, gt=0)  # covers the default plan (planned_s)
-    concurrency: list[int] = Field(default_factory=lambda: [1, 4, 16, 64], min_length=1)
+    time_s: int = Field(default=600, gt=0)  # covers the default plan (planned_s)
+    concurrency: list[int] = Field(default_factory=lambda: [1, 4, 16, 64, 256], min_length=1)
     slo_ms: float = Field(default=100.0, gt=0)
-    duration_s: float = Field(default=20.0, gt=0, le=600)  # per load step
-    max_requests: int = Field(default=20000, gt=0)  # per load step
+    duration_s: float = Field(default=20.0, gt=0, le=600)  # per closed-loop (and Locust open-loop) step
+    max_requests: int = Field(default=20000, gt=0)  # per Locust step
     search_steps: int = Field(default=6, ge=0, le=20)  # open-loop rates tried by the bisection
     startup_timeout_s: float = Field(default=120.0, gt=0)  # until /ping answers 200
+    open_loop: Literal["loadgen", "locust"] = "loadgen"
+    preset: Literal["ci", "mlperf"] = "ci"  # LoadGen's step limits, unless set one by one below
+    min_duration_s: float | None = Field(default=None, gt=0)
+    min_query_count: int | None = Field(default=None, ge=1)
+    max_duration_s: float | None = Field(default=None, gt=0)
+    latency_percentile: float = Field(default=0.99, gt=0, lt=1)  # LoadGen's bound: this share within slo_ms
+    # LoadGen verdicts at these rates instead of the bisection.
+    target_qps: list[float] = Field(default_factory=list)
 
     @field_validator("concurrency")
     @classmethod
@@ -61,22 +89,47 @@ class ServingSettings(EvaluationSettings):
             raise ValueError("each concurrency step must be between 1 and 1000 users")
         return sorted(set(value))
 
+    @field_validator("target_qps")
+    @classmethod
+    def _positive_rates(cls, value: list[float]) -> list[float]:
+        if any(rate <= 0 for rate in value):
+            raise ValueError("each target_qps must be a rate above 0 queries per second")
+        return sorted(set(value))
+
     @model_validator(mode="after")
     def _plan_fits(self) -> ServingSettings:
+        min_duration_s, _, max_duration_s = self.loadgen_limits()
+        if self.open_loop == "loadgen" and max_duration_s < min_duration_s:
+            raise ValueError(f"max_duration_s {max_duration_s:g} is below min_duration_s {min_duration_s:g}: "
+                             "LoadGen would stop every step before its minimum; raise max_duration_s")
         needed = self.planned_s()
         if needed > self.time_s:
+            step_s = max_duration_s if self.open_loop == "loadgen" else self.duration_s
             raise ValueError(
                 f"time_s {self.time_s} is too short for the plan: startup_timeout_s "
-                f"{self.startup_timeout_s:g} "
-                f"+ {len(self.concurrency) + self.search_steps} load steps of duration_s {self.duration_s:g} "
-                f"need about {math.ceil(needed)} s; raise time_s or lower duration_s")
+                f"{self.startup_timeout_s:g} + {len(self.concurrency)} closed-loop steps of duration_s "
+                f"{self.duration_s:g} + {self.open_steps()} open-loop steps of up to {step_s:g} s "
+                f"need about {math.ceil(needed)} s; raise time_s or shorten the steps")
         return self
+
+    def loadgen_limits(self) -> tuple[float, int, float]:
+        """(min_duration_s, min_query_count, max_duration_s): the preset's, each overridable."""
+        min_duration_s, min_query_count, max_duration_s = PRESETS[self.preset]
+        return (self.min_duration_s if self.min_duration_s is not None else min_duration_s,
+                self.min_query_count if self.min_query_count is not None else min_query_count,
+                self.max_duration_s if self.max_duration_s is not None else max_duration_s)
+
+    def open_steps(self) -> int:
+        return len(self.target_qps) if self.open_loop == "loadgen" and self.target_qps else self.search_steps
+
+    def drain_s(self) -> float:
+        return max(2.0, 10 * self.slo_ms / 1000)
 
     def planned_s(self) -> float:
         """The longest the plan can take: start-up, warm-up, each step and its drain."""
-        drain_s = max(2.0, 10 * self.slo_ms / 1000)
+        step_s = self.loadgen_limits()[2] if self.open_loop == "loadgen" else self.duration_s
         return (self.startup_timeout_s + WARMUP_S + len(self.concurrency) * self.duration_s
-                + self.search_steps * (self.duration_s + drain_s))
+                + self.open_steps() * (step_s + self.drain_s()))
 
 
 def step_metric(users: int, figure: str) -> str:
@@ -94,8 +147,24 @@ class ServingEvaluation(PostJobEvaluation):
         "serve_cN_rps": "successful responses per second with N concurrent users",
         "serve_cN_error_rate": "share of requests that failed with N concurrent users",
         "serve_cN_requests": "requests counted with N concurrent users (warm-up excluded)",
-        "serve_max_qps_at_slo": "highest Poisson arrival rate (req/s) whose p99, counted from the scheduled "
-                                "send time, stayed within serving.slo_ms with no errors",
+        "serve_cN_server_cpu_percent": "the scoring server's process tree CPU with N concurrent users, "
+                                       "% of one core (200 = two cores busy)",
+        "serve_cN_server_peak_rss_mb": "the scoring server's process tree peak RSS with N concurrent users, "
+                                       "MB",
+        "serve_max_qps_at_slo": "highest Poisson arrival rate (req/s) held within serving.slo_ms with no "
+                                "errors: LoadGen's highest VALID rate (open_loop: loadgen) or Locust's "
+                                "search's",
+        "serve_loadgen_valid_qps": "highest target QPS whose LoadGen server-scenario result was VALID at "
+                                   "serving.latency_percentile within serving.slo_ms, with no HTTP errors",
+        "serve_loadgen_queries": "queries LoadGen counted in the step behind serve_loadgen_valid_qps",
+        "serve_loadgen_duration_s": "wall time of the step behind serve_loadgen_valid_qps, seconds",
+        "serve_loadgen_percentile_ms": "LoadGen's latency at serving.latency_percentile in that step, ms",
+        "serve_loadgen_p99_ms": "LoadGen's p99 latency in that step, ms",
+        "serve_loadgen_server_cpu_percent": "the scoring server tree's CPU in that step, % of one core",
+        "serve_loadgen_server_peak_rss_mb": "the scoring server tree's peak RSS in that step, MB",
+        "serve_loadgen_steps": "LoadGen steps run (rates judged)",
+        "serve_error_rate": "share of failed requests over every counted load step (a reading, not a "
+                            "failure)",
         "serve_slo_ms": "the latency bound serve_max_qps_at_slo was searched for, ms",
         "serve_startup_s": "scoring server start until /ping first answered 200, seconds",
         "serve_p99_ms": "p99 latency at the ladder's highest concurrency, ms (the cost figure compare uses)",
@@ -133,27 +202,55 @@ class ServingEvaluation(PostJobEvaluation):
                     raise ServingFailure(f"the scoring server answered /invocations with HTTP {status}: "
                                          f"{answer.strip()[:300]}")
                 info["first_answer"] = answer[:1000]
-                load = _run_load(context, settings, server.url, load_cores)
+                load = _run_load(context, settings, server, load_cores)
                 info["load_s"] = load.pop("wall_s")
+                _check_alive(server, "the closed loop")
+                loadgen: dict[str, Any] | None = None
+                if settings.open_loop == "loadgen":
+                    loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load))
+                    info["loadgen_s"] = loadgen.pop("wall_s")
+                    _check_alive(server, "LoadGen's open loop")
                 info["worker_restarts"] = server.worker_restarts()
         except ServingFailure as failure:
             info["worker_restarts"] = server.worker_restarts()
             return EvaluationResult(status="failed", reason=f"{failure}.\n{server.log_tail()}".strip(),
                                     metrics=metrics, files=_files(folder), info=info)
         metrics.update(_load_metrics(load, settings))
-        info.update(steps=load["steps"], search=load["search"], warmup=load["warmup"])
-        failing = [step for step in load["steps"] if step["mode"] == "closed" and step["failures"]]
-        if failing or load["warmup"]["failures"]:
-            worst = failing[0] if failing else {"name": "warm-up", **load["warmup"],
-                                               "requests": load["warmup"]["requests"]}
-            reason = (f"{worst['failures']} of {worst['requests']} requests to /invocations failed at "
-                      f"{worst['name']}: {worst['first_error']}.\n{server.log_tail()}").strip()
+        info.update(steps=load["steps"], search=load["search"], warmup=load["warmup"],
+                    open_loop=settings.open_loop)
+        if loadgen is not None:
+            metrics.update(_loadgen_metrics(loadgen))
+            info["loadgen"] = loadgen
+            info["loadgen_settings"] = dict(zip(("min_duration_s", "min_query_count", "max_duration_s"),
+                                                settings.loadgen_limits(), strict=True)) | {
+                "preset": settings.preset, "latency_percentile": settings.latency_percentile}
+        counted = [step for step in load["steps"] if step["requests"]]
+        answered = sum(step["requests"] - step["failures"] for step in counted)
+        if counted and answered == 0:  # it never answered under load: no figure here is a reading
+            first = next(step for step in counted if step["first_error"])
+            reason = (f"every request to /invocations under load failed, the first at {first['name']}: "
+                      f"{first['first_error']}.\n{server.log_tail()}").strip()
             return EvaluationResult(status="failed", reason=reason, metrics=metrics, files=_files(folder),
                                     info=info)
-        if load["stopped_early"]:
-            return EvaluationResult(status="partial", reason=load["stopped_early"], metrics=metrics,
+        stopped_early = load["stopped_early"] or (loadgen or {}).get("stopped_early", "")
+        if stopped_early:
+            return EvaluationResult(status="partial", reason=stopped_early, metrics=metrics,
                                     files=_files(folder), info=info)
         return EvaluationResult(status="ok", metrics=metrics, files=_files(folder), info=info)
+
+
+def _check_alive(server: ScoringServer, phase: str) -> None:
+    """The one load outcome that fails the evaluation: the server is gone."""
+    code = server.process.poll() if server.process is not None else None
+    if code is not None:
+        raise ServingFailure(f"the scoring server exited with code {code} during {phase}")
+
+
+def _closed_best_rps(load: dict[str, Any]) -> float:
+    """The bisection's top: the best closed-loop throughput of a step without errors (the server
+    was saturated there; no open-loop rate above it can be held)."""
+    return max((step["rps"] for step in load["steps"]
+                if step["mode"] == "closed" and not step["failures"] and step["rps"] > 0), default=0.0)
 
 
 def _placement(cores: list[int]) -> tuple[list[int], list[int]]:
@@ -180,58 +277,123 @@ def _write_bodies(context: EvaluationContext, path: Path) -> list[bytes]:
     return [line.encode() for line in lines]
 
 
-def _run_load(context: EvaluationContext, settings: ServingSettings, url: str,
+def _run_load(context: EvaluationContext, settings: ServingSettings, server: ScoringServer,
               cores: list[int]) -> dict[str, Any]:
+    """Locust: warm-up, the closed-loop ladder, and (open_loop: locust) its own open-loop search."""
     folder = context.folder
-    time_s = max(1.0, context.time_left_s() - 5.0)
+    loadgen_s = settings.open_steps() * (settings.loadgen_limits()[2] + settings.drain_s())
+    time_s = max(1.0, context.time_left_s() - 5.0 - (loadgen_s if settings.open_loop == "loadgen" else 0))
     plan = {
-        "url": url, "bodies_file": str(folder / BODIES_FILE), "out_dir": str(folder),
+        "url": server.url, "bodies_file": str(folder / BODIES_FILE), "out_dir": str(folder),
         "concurrency": settings.concurrency, "duration_s": settings.duration_s,
         "max_requests": settings.max_requests, "slo_ms": settings.slo_ms,
-        "search_steps": settings.search_steps, "warmup_requests": WARMUP_REQUESTS, "warmup_s": WARMUP_S,
+        "search_steps": settings.search_steps if settings.open_loop == "locust" else 0,
+        "warmup_requests": WARMUP_REQUESTS, "warmup_s": WARMUP_S,
         "time_s": time_s, "request_timeout_s": REQUEST_TIMEOUT_S, "cores": cores,
+        "server_pid": server.process.pid if server.process is not None else 0,
     }
-    (folder / PLAN_FILE).write_text(json.dumps(plan, indent=2))
-    command = [sys.executable, "-m", "tasks.evaluations._serving_load", str(folder / PLAN_FILE)]
+    return _run_child(folder, "tasks.evaluations._serving_load", plan, PLAN_FILE, LOAD_LOG, LOAD_RESULT,
+                      time_s, "the load generator")
+
+
+def _run_loadgen(context: EvaluationContext, settings: ServingSettings, server: ScoringServer,
+                 cores: list[int], high_qps: float) -> dict[str, Any]:
+    """LoadGen's server scenario: verdicts at target_qps, or the bisection below the closed loop's best."""
+    folder = context.folder
+    min_duration_s, min_query_count, max_duration_s = settings.loadgen_limits()
+    time_s = max(1.0, context.time_left_s() - 5.0)
+    plan = {
+        "url": server.url, "bodies_file": str(folder / BODIES_FILE), "out_dir": str(folder),
+        "slo_ms": settings.slo_ms, "latency_percentile": settings.latency_percentile,
+        "min_duration_s": min_duration_s, "min_query_count": min_query_count,
+        "max_duration_s": max_duration_s, "drain_s": settings.drain_s(),
+        "search_steps": settings.search_steps, "target_qps": settings.target_qps,
+        "high_qps": high_qps, "time_s": time_s, "request_timeout_s": REQUEST_TIMEOUT_S, "cores": cores,
+        "server_pid": server.process.pid if server.process is not None else 0,
+    }
+    loadgen = _run_child(folder, "tasks.evaluations._loadgen_search", plan, LOADGEN_PLAN_FILE, LOADGEN_LOG,
+                         LOADGEN_RESULT, time_s, "LoadGen")
+    if not settings.target_qps and high_qps <= 0:
+        loadgen["reason"] = "no closed-loop step ran without errors, so no rate was searched"
+    return loadgen
+
+
+def _run_child(folder: Path, module: str, plan: dict[str, Any], plan_file: str, log_file: str,
+               result_file: str, time_s: float, what: str) -> dict[str, Any]:
+    """One load process (its own: Locust's gevent patches its process; LoadGen runs threads in C++),
+    its working directory the evaluation's folder so nothing it writes lands in the checkout."""
+    (folder / plan_file).write_text(json.dumps(plan, indent=2))
+    command = [sys.executable, "-m", module, str(folder / plan_file)]
+    environment = python_environment(1)
+    # The working directory is the evaluation's folder, so the checkout must be on the path.
+    environment["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(PACKAGE_ROOT), environment.get("PYTHONPATH", "")) if part)
     started = time.monotonic()
-    with open(folder / LOAD_LOG, "ab") as log:
+    with open(folder / log_file, "ab") as log:
         try:
-            completed = subprocess.run(command, cwd=PACKAGE_ROOT, env=python_environment(1),
+            completed = subprocess.run(command, cwd=folder, env=environment,
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        timeout=time_s + LOAD_GRACE_S, check=False,
                                        preexec_fn=die_with_parent)
         except subprocess.TimeoutExpired:
-            raise ServingFailure(f"the load generator overran its limit of {time_s + LOAD_GRACE_S:.0f} "
-                                 "s") from None
-    result_path = folder / LOAD_RESULT
+            raise ServingFailure(f"{what} overran its limit of {time_s + LOAD_GRACE_S:.0f} s") from None
+    result_path = folder / result_file
     if completed.returncode != 0 or not result_path.is_file():
-        tail = error_tail((folder / LOAD_LOG).read_text(errors="replace"))
-        raise ServingFailure(f"the load generator exited with code {completed.returncode}:\n{tail}")
-    load = json.loads(result_path.read_text())
-    load["wall_s"] = time.monotonic() - started
-    return load
+        tail = error_tail((folder / log_file).read_text(errors="replace"))
+        raise ServingFailure(f"{what} exited with code {completed.returncode}:\n{tail}")
+    result = json.loads(result_path.read_text())
+    result["wall_s"] = time.monotonic() - started
+    return result
 
 
 def _load_metrics(load: dict[str, Any], settings: ServingSettings) -> dict[str, float]:
     metrics: dict[str, float] = {}
     closed = [step for step in load["steps"] if step["mode"] == "closed"]
     for step in closed:
-        for figure in ("p50_ms", "p95_ms", "p99_ms", "mean_ms", "rps", "error_rate", "requests"):
-            metrics[step_metric(step["users"], figure)] = float(step[figure])
+        for figure in ("p50_ms", "p95_ms", "p99_ms", "mean_ms", "rps", "error_rate", "requests",
+                       "server_cpu_percent", "server_peak_rss_mb"):
+            if figure in step:
+                metrics[step_metric(step["users"], figure)] = float(step[figure])
     if closed:
         metrics["serve_p99_ms"] = float(closed[-1]["p99_ms"])
-    if "max_qps_at_slo" in load["search"] and settings.search_steps:
+    requests = sum(step["requests"] for step in load["steps"])
+    if requests:
+        metrics["serve_error_rate"] = sum(step["failures"] for step in load["steps"]) / requests
+    if settings.open_loop == "locust" and "max_qps_at_slo" in load["search"] and settings.search_steps:
         metrics["serve_max_qps_at_slo"] = float(load["search"]["max_qps_at_slo"])
         metrics["serve_slo_ms"] = float(settings.slo_ms)
+    if settings.open_loop == "loadgen":
+        metrics["serve_slo_ms"] = float(settings.slo_ms)
+    return {name: value for name, value in metrics.items() if math.isfinite(value)}
+
+
+def _loadgen_metrics(loadgen: dict[str, Any]) -> dict[str, float]:
+    """The highest VALID rate and the step behind it (0 QPS when no rate was VALID)."""
+    metrics = {"serve_loadgen_steps": float(len(loadgen["steps"]))}
+    if not loadgen["steps"]:
+        return metrics
+    metrics["serve_loadgen_valid_qps"] = metrics["serve_max_qps_at_slo"] = float(loadgen["max_valid_qps"])
+    best = loadgen.get("best") or {}
+    for metric, key in (("serve_loadgen_queries", "queries"), ("serve_loadgen_duration_s", "duration_s"),
+                        ("serve_loadgen_percentile_ms", "percentile_latency_ms"),
+                        ("serve_loadgen_p99_ms", "p99_ms"),
+                        ("serve_loadgen_server_cpu_percent", "server_cpu_percent"),
+                        ("serve_loadgen_server_peak_rss_mb", "server_peak_rss_mb")):
+        if key in best:
+            metrics[metric] = float(best[key])
     return {name: value for name, value in metrics.items() if math.isfinite(value)}
 
 
 def _files(folder: Path) -> list[str]:
     """Locust's stats CSVs and the logs, relative to the evaluation folder (the served model is not
     attached here: tracking logs the same model with the job)."""
-    names = [HISTORY_CSV, LOAD_RESULT, SERVER_LOG, LOAD_LOG, PLAN_FILE]
+    names = [HISTORY_CSV, LOAD_RESULT, SERVER_LOG, LOAD_LOG, PLAN_FILE, LOADGEN_RESULT, LOADGEN_LOG,
+             LOADGEN_PLAN_FILE]
     files = [name for name in names if (folder / name).is_file()]
     files += sorted(str(path.relative_to(folder)) for path in (folder / CSV_DIR).glob("*.csv"))
+    # LoadGen's summary of each step is the artifact MLPerf readers know; the detail logs stay in the folder.
+    summaries = (folder / LOADGEN_DIR).glob(f"*/{SUMMARY_FILE}")
+    files += sorted(str(path.relative_to(folder)) for path in summaries)
     return files
 
 

@@ -13,7 +13,7 @@ from tasks.frameworks._sampling import PARAM as ROWS_PARAM
 from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
-from tasks.frameworks.capabilities import NativeImportance, NotOffered, OnnxCompiled
+from tasks.frameworks.capabilities import AnytimeCandidate, NativeImportance, NotOffered, OnnxCompiled
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.metric_registry import AUTOGLUON, framework_name
 from tasks.specs import Budget
@@ -124,6 +124,35 @@ class AutoGluonModel(FittedModel):
     @property
     def fit_rows(self) -> int | None:
         return self.sampled.rows if self.sampled else None
+
+    def anytime_candidates(self) -> list[AnytimeCandidate]:
+        """Each model of the leaderboard, ready at the sum of the fit times of the models fitted up to
+        it (fit_order); AutoGluon returns the best by score_val (higher is better in its own sign)."""
+        predictor = self.predictor
+        board = predictor.leaderboard(silent=True)
+        if "fit_order" not in board:
+            raise NotOffered("this AutoGluon leaderboard has no fit_order, so the models' order is unknown")
+        board = board.sort_values("fit_order")
+        ready = board["fit_time"].fillna(0.0).cumsum()
+        best = predictor.model_best
+        candidates = []
+        for row, ready_s in zip(board.itertuples(), ready, strict=True):
+            name = str(row.model)
+            candidates.append(AnytimeCandidate(
+                name=name, ready_s=float(ready_s),
+                validation=float(row.score_val) if pd.notna(row.score_val) else None,
+                predict=lambda X, name=name: np.asarray(predictor.predict(self.features(X), model=name)),
+                predict_proba=(lambda X, name=name: self._model_proba(X, name))
+                if self.task.is_classification else None,
+                final=name == best,
+                timing="cumulative fit_time in AutoGluon's fit_order (its overhead between models not "
+                       "counted)",
+            ))
+        return candidates
+
+    def _model_proba(self, X: pd.DataFrame, name: str) -> pd.DataFrame:
+        proba = self.predictor.predict_proba(self.features(X), model=name, as_multiclass=True)
+        return proba_frame(proba.to_numpy(), list(proba.columns), self.task)
 
     def info(self) -> dict[str, Any]:
         # AutoGluon skips model families whose extras are missing without a word: record the

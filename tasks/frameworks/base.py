@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks.capabilities import (
+    AnytimeCandidate,
     NativeArtifact,
     NativeImportance,
     NotOffered,
@@ -113,6 +114,10 @@ class FittedModel(ABC):
         """The regular expression splitting a text into the tokens the model reads, for a model
         cheap enough to call on many masked copies of a text (token-level SHAP)."""
         raise NotOffered("token-level SHAP needs a tokenizer shap can mask with cheaply; this model has none")
+
+    def anytime_candidates(self) -> list[AnytimeCandidate]:
+        """The models the search had ready along the fit (the score-over-time curve's points)."""
+        raise NotOffered("the framework exposes no record of its search's progress")
 
 
 class FrameworkAdapter(ABC):

@@ -75,3 +75,21 @@ class NativeArtifact:
 
     kind: str
     path: Path
+
+
+@dataclass(frozen=True)
+class AnytimeCandidate:
+    """One model the search had ready `ready_s` seconds into the fit, and how it answers.
+
+    The harness scores it on the test fold (tasks/anytime.py); the framework only says when it was
+    ready, how it rated it on its own validation data (what it picks its final model by), and
+    whether it is the model the job returned.
+    """
+
+    name: str
+    ready_s: float
+    validation: float | None  # the framework's validation score, higher is better; None when unknown
+    predict: Callable[[pd.DataFrame], np.ndarray]
+    predict_proba: Callable[[pd.DataFrame], pd.DataFrame] | None  # classification
+    final: bool = False
+    timing: str = ""  # how ready_s was derived, in words

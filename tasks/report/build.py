@@ -17,7 +17,9 @@ from tasks.errors import UserError
 from tasks.report import (
     aggregate,
     amlb,
+    anytime,
     elo,
+    energy,
     forecasting,
     jobs,
     leaderboard,
@@ -172,6 +174,7 @@ def build_report(
         figures += robust.figures
 
     serving_lines, serving_figures = serving.section(table, folder, _table)
+    serving_lines += energy.section(table, folder, _table) + anytime.section(table, _table)
     figures += serving_figures
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
     serving_lines = forecast_lines + serving_lines

@@ -22,6 +22,7 @@ import pandas as pd
 from mlflow.entities import Metric, Param, RunTag
 
 from tasks.align import alignment_metrics
+from tasks.anytime import ANYTIME_FILE, ANYTIME_METRIC
 from tasks.errors import UserError
 from tasks.evaluations._pyfunc import AdapterPyfunc, model_code_paths, requirements
 from tasks.evaluations.stage import evaluation_folder
@@ -49,7 +50,7 @@ from tasks.tracking.pyfunc import signature_and_example
 from tasks.tracking.recorded import runs_of_job
 from tasks.tracking.signature import never_missing
 from tasks.tracking.suite_lock import running_elsewhere
-from tasks.vocabulary import FINISHED_STATUSES, SERIES_METRICS, SERIES_STEPS, evaluation_wall_metric
+from tasks.vocabulary import FINISHED_STATUSES, RESULT, SERIES_METRICS, SERIES_STEPS, evaluation_wall_metric
 
 PYFUNC_NAME = "model"  # the pyfunc model's name inside a job run
 _BATCH = 100  # MLflow's limit of params or tags per log_batch call
@@ -179,6 +180,11 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     }
     if result.error:
         tags["error"] = result.error[-MAX_TAG_CHARS:]
+    energy = result.info.get("energy") or {}
+    if energy:
+        tags["energy_source"] = str(energy.get("source", "none"))
+        if energy.get("reason"):
+            tags["energy_reason"] = str(energy["reason"])[-MAX_TAG_CHARS:]
     for name, outcome in sorted(result.evaluations.items()):
         tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
         if outcome.get("reason"):
@@ -240,7 +246,8 @@ def _series_steps(job_dir: Path) -> list[Metric]:
     """The job's time series as step metrics (a few points each, for MLflow's charts)."""
     now, steps = int(time.time() * 1000), []
     for name, step_of in ((SERIES_FILE, lambda row: int(1000 * row[SERIES_TIME])),
-                          (TRAINING_CURVE_FILE, lambda row: int(row["step"]))):
+                          (TRAINING_CURVE_FILE, lambda row: int(row["step"])),
+                          (ANYTIME_FILE, lambda row: int(1000 * row["elapsed_s"]))):
         path = job_dir / name
         if not path.is_file():
             continue
@@ -248,6 +255,8 @@ def _series_steps(job_dir: Path) -> list[Metric]:
         frame = frame.iloc[:: max(1, math.ceil(len(frame) / SERIES_STEPS))]
         for column in frame.columns:
             metric = column if column in SERIES_METRICS else f"series_{column}"
+            if name == ANYTIME_FILE:  # its `result` column is the curve; its other columns are not series
+                metric = ANYTIME_METRIC if column == RESULT else ""
             if metric not in SERIES_METRICS:
                 continue
             steps += [Metric(metric, float(row[column]), now, step_of(row))
@@ -258,7 +267,7 @@ def _series_steps(job_dir: Path) -> list[Metric]:
 def _log_series(run_id: str, job_dir: Path) -> None:
     """resources.csv and training_curve.csv as artifacts (what `compare` aligns), and as step metrics."""
     client = store.client()
-    for name in (SERIES_FILE, TRAINING_CURVE_FILE):
+    for name in (SERIES_FILE, TRAINING_CURVE_FILE, ANYTIME_FILE):
         if (job_dir / name).is_file():
             client.log_artifact(run_id, str(job_dir / name))
     steps = _series_steps(job_dir)

@@ -4,7 +4,8 @@ Variants: `sleepy:sleep` predicts the constant model's answer after sleeping SLE
 a time (a lock stands for a model that uses its one core fully), so a scoring server with W
 workers holds exactly W * 1000 / SLEEP_MS requests per second and no more; `sleepy:unloadable`
 fits and saves, but its saved model refuses to load (what the scoring server meets with a broken
-model folder).
+model folder); `sleepy:flaky` answers like the constant model but fails every FAIL_EVERY-th call
+to predict in each server worker (a server with an error rate, still up).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from tasks.frameworks.constant import ADAPTER as CONSTANT
 from tasks.specs import Budget
 
 SLEEP_MS = 40.0
+FAIL_EVERY = 10
+FLAKY_ERROR = "this model fails one call in ten on purpose"
 BEHAVIOUR_FILE = "behaviour.json"
 LOAD_ERROR = "this saved model refuses to load on purpose"
 _one_at_a_time = threading.Lock()
@@ -32,6 +35,7 @@ class SleepyModel(FittedModel):
     def __init__(self, inner: FittedModel, behaviour: str) -> None:
         self.inner = inner
         self.behaviour = behaviour
+        self.calls = 0
 
     def _sleep(self) -> None:
         if self.behaviour == "sleep":
@@ -40,6 +44,10 @@ class SleepyModel(FittedModel):
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         self._sleep()
+        if self.behaviour == "flaky":
+            self.calls += 1
+            if self.calls % FAIL_EVERY == 0:  # the first call (the evaluation's check) answers
+                raise RuntimeError(FLAKY_ERROR)
         return self.inner.predict(X)
 
     def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +64,7 @@ class SleepyAdapter(FrameworkAdapter):
     install_hint = "pip install scikit-learn"
 
     def variant_params(self, variant: str) -> dict[str, Any]:
-        if variant not in ("sleep", "unloadable"):
+        if variant not in ("sleep", "unloadable", "flaky"):
             raise ValueError(f"sleepy has no variant '{variant}'")
         return {"_behaviour": variant}
 

@@ -1,0 +1,54 @@
+"""The report's Anytime part: per framework and dataset, the fit time until the job's score-over-time
+curve had gained 95% and 99% of what the whole fit gained (tasks/anytime.py records them), and the
+frameworks that expose no record of their search, listed as such (nothing is guessed for them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+FIGURES = ["anytime_t95_s", "anytime_t99_s", "fit_s"]
+
+
+def table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """dataset, framework, mean anytime_t95_s, anytime_t99_s and fit_s, jobs with a curve."""
+    if "anytime_t95_s" not in jobs:
+        return pd.DataFrame()
+    frame = jobs[jobs["status"] == "ok"].copy()
+    for column in FIGURES:
+        frame[column] = pd.to_numeric(frame.get(column), errors="coerce")
+    frame = frame[frame["anytime_t95_s"].notna()]
+    if frame.empty:
+        return pd.DataFrame()
+    grouped = frame.groupby(["dataset", "framework"])
+    summary = grouped[FIGURES].mean().join(grouped.size().rename("jobs")).reset_index()
+    summary["t95_share_of_fit"] = summary["anytime_t95_s"] / summary["fit_s"]
+    return summary
+
+
+def without_curve(jobs: pd.DataFrame) -> list[str]:
+    """Frameworks whose ok jobs carry no curve."""
+    ok = jobs[jobs["status"] == "ok"]
+    measured = pd.to_numeric(ok["anytime_t95_s"], errors="coerce") if "anytime_t95_s" in ok else None
+    frameworks = set(ok["framework"])
+    with_curve = set(ok.loc[measured.notna(), "framework"]) if measured is not None else set()
+    return sorted(frameworks - with_curve)
+
+
+def section(jobs: pd.DataFrame, table_markdown: Callable[..., str]) -> list[str]:
+    """The Anytime section of report.md (empty when no job carries a curve)."""
+    summary = table(jobs)
+    if summary.empty:
+        return []
+    lines = ["## Anytime (score over time)", "",
+             "Fit seconds until the job's curve (the framework's pick by its own validation score, "
+             "scored on the test fold; anytime.csv on each job run) had gained 95% and 99% of what "
+             "the whole fit gained over its first model; means over folds and seeds. A t95 far below "
+             "fit_s says a shorter budget would have bought nearly the same result.", "",
+             table_markdown(summary), ""]
+    missing = without_curve(jobs)
+    if missing:
+        lines += ["No curve (the framework exposes no record of its search's progress here): "
+                  + ", ".join(missing) + ".", ""]
+    return lines

@@ -1,0 +1,93 @@
+"""The serving evaluation's open loop under MLPerf LoadGen's server scenario, with a real scoring
+server on 127.0.0.1 and tiny test models. Short LoadGen steps (the suite may shorten them; the `ci`
+and `mlperf` presets are for real runs); assertions are LoadGen's verdicts on a server of known
+capacity, never how fast this machine is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobs_support import serving_adapter
+from jobs_support.tiny_project import REPO_ROOT, make_project
+
+from tasks.evaluations._loadgen_search import DETAIL_FILE, read_detail_log
+from tasks.evaluations.stage import evaluation_folder, run_evaluations
+from tasks.frameworks.registry import EXTRA_ADAPTERS_ENV
+from tasks.jobs import run_job
+from tasks.plan import Job
+from tasks.specs import Budget, DatasetSpec
+
+BUDGET = Budget(name="loadgen-test", time_s=5, cores=1, memory_mb=3000)
+pytestmark = pytest.mark.timeout(240)
+# LoadGen steps short enough for a test: a p90 (early stopping establishes it from 60 queries
+# when none is over the bound), a second's minimum, and a bound on each step.
+LOADGEN = {"open_loop": "loadgen", "latency_percentile": 0.9, "min_query_count": 60, "min_duration_s": 1.0,
+           "max_duration_s": 15.0}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, DatasetSpec]:
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    monkeypatch.setenv(EXTRA_ADAPTERS_ENV, serving_adapter.__file__)
+    return make_project(tmp_path / "project", rows=80)
+
+
+def _serve(project: dict[str, DatasetSpec], tmp_path: Path, variant: str,
+           **settings: Any) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    spec = project["binary"]
+    job = Job("loadgen", spec.name, "v0", "sleepy", variant, 0, 0, BUDGET, {})
+    job_dir = tmp_path / "runs" / job.key
+    result = run_job(job, spec, job_dir)
+    assert result.status == "ok", result.error
+    block = {"enabled": True, "startup_timeout_s": 90, "time_s": 200, "concurrency": [1], "duration_s": 1.5,
+             "max_requests": 200, **settings}
+    evaluated = run_evaluations(job, spec, job_dir, result, {"serving": block})
+    assert evaluated.status == "ok"
+    folder = evaluation_folder(job_dir, "serving")
+    details = json.loads((folder / "result.json").read_text())
+    return evaluated.evaluations["serving"], details, folder
+
+
+def test_loadgen_judges_a_rate_held_valid_and_one_over_capacity_not(project: dict[str, DatasetSpec],
+                                                                     tmp_path: Path) -> None:
+    # One worker, one request at a time, SLEEP_MS each: 25 requests/s at most. 8/s is held with
+    # room; 60/s queues seconds of work, far over a 400 ms bound.
+    capacity = 1000 / serving_adapter.SLEEP_MS
+    outcome, details, folder = _serve(project, tmp_path, "sleep", slo_ms=400, target_qps=[8, 60], **LOADGEN)
+    assert outcome["status"] == "ok", outcome["reason"]
+    steps = {step["target_qps"]: step for step in details["info"]["loadgen"]["steps"]}
+    assert set(steps) == {8, 60}
+    held, over = steps[8], steps[60]
+    assert held["validity"] == "VALID" and held["within_slo"] and held["errors"] == 0
+    assert held["queries"] >= 60 and held["percentile_latency_ms"] <= 400
+    assert over["validity"] == "INVALID" and not over["within_slo"]
+    assert over["percentile_latency_ms"] > 400 and capacity < 60
+    metrics = outcome["metrics"]
+    assert metrics["serve_loadgen_valid_qps"] == metrics["serve_max_qps_at_slo"] == 8
+    assert metrics["serve_loadgen_queries"] == held["queries"]
+    assert metrics["serve_loadgen_server_peak_rss_mb"] > 0
+    assert metrics["serve_loadgen_server_cpu_percent"] >= 0
+    # LoadGen's own record: the summary kept as an artifact, its detail log says the same verdict.
+    summary = f"{held['log_dir']}/mlperf_log_summary.txt"
+    assert summary in outcome["files"]
+    assert "Result is : VALID" in (folder / summary).read_text()
+    assert read_detail_log(folder / over["log_dir"] / DETAIL_FILE)["result_validity"] == "INVALID"
+    assert not list(REPO_ROOT.glob("mlperf_log_*"))  # LoadGen wrote into the job's folder only
+    assert metrics["serve_c1_server_peak_rss_mb"] > 0  # the closed loop records the server too
+
+
+def test_an_error_rate_is_a_reading_and_the_evaluation_stays_ok(project: dict[str, DatasetSpec],
+                                                                tmp_path: Path) -> None:
+    outcome, details, _ = _serve(project, tmp_path, "flaky", slo_ms=400, target_qps=[20], **LOADGEN)
+    assert outcome["status"] == "ok", outcome["reason"]
+    closed = details["info"]["steps"][0]
+    # MLflow's server answers a model's exception with HTTP 400 and the traceback.
+    assert closed["failures"] > 0 and closed["first_error"].startswith("HTTP 400")
+    assert 0.05 <= outcome["metrics"]["serve_c1_error_rate"] <= 0.15  # one call in ten
+    step = details["info"]["loadgen"]["steps"][0]
+    assert step["errors"] > 0 and not step["within_slo"]  # a step with errors is over its SLO
+    assert step["first_error"].startswith("HTTP 400")
+    assert outcome["metrics"]["serve_loadgen_valid_qps"] == 0

@@ -1,0 +1,36 @@
+"""The report's Anytime section: t95/t99 per framework, and frameworks without a curve named."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tasks.report import anytime
+
+
+def _markdown(frame: pd.DataFrame, digits: int = 4) -> str:
+    return frame.to_string(index=False)
+
+
+def test_t95_and_t99_are_averaged_and_frameworks_without_a_curve_are_listed() -> None:
+    jobs = pd.DataFrame([
+        {"dataset": "d", "framework": "autogluon", "status": "ok", "anytime_t95_s": 2.0, "anytime_t99_s": 6.0,
+         "fit_s": 10.0},
+        {"dataset": "d", "framework": "autogluon", "status": "ok", "anytime_t95_s": 4.0, "anytime_t99_s": 8.0,
+         "fit_s": 10.0},
+        {"dataset": "d", "framework": "hgb", "status": "ok", "anytime_t95_s": None, "fit_s": 1.0},
+        {"dataset": "d", "framework": "flaml", "status": "failed", "anytime_t95_s": None, "fit_s": None},
+    ])
+    summary = anytime.table(jobs)
+    row = summary.to_dict("records")[0]
+    assert len(summary) == 1 and row["framework"] == "autogluon" and row["jobs"] == 2
+    assert row["anytime_t95_s"] == 3.0 and row["anytime_t99_s"] == 7.0
+    assert row["t95_share_of_fit"] == pytest.approx(0.3)
+    lines = "\n".join(anytime.section(jobs, _markdown))
+    assert "## Anytime (score over time)" in lines
+    assert "No curve (the framework exposes no record of its search's progress here): hgb." in lines
+
+
+def test_no_section_without_any_curve() -> None:
+    jobs = pd.DataFrame([{"dataset": "d", "framework": "hgb", "status": "ok", "fit_s": 1.0}])
+    assert anytime.section(jobs, _markdown) == []
