@@ -63,6 +63,9 @@ class SourceSpec(_Strict):
     package: str
     call: str  # the human-readable call, e.g. "sklearn.datasets.load_breast_cancer(as_frame=True)"
     loader: str | None = None  # key in tasks.data sources registry; None for user-provided files
+    # An OpenML task id (tasks/data/openml_cards.py): `source: {openml_task: N}` alone is a stub card
+    # that `automl-eval datasets build` completes from the task before anything reads it.
+    openml_task: int | None = Field(default=None, gt=0)
     licence: str = "unknown"
     citation: str = ""
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tasks import paths
 from tasks.data import materialize as materializer
-from tasks.data import pinning
+from tasks.data import openml_cards, pinning
 from tasks.data.versions import dir_md5, file_md5, pinned_md5, tracked_files
 from tasks.errors import UserError
 from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
@@ -50,6 +50,8 @@ def build(
     if file_format not in ("csv", "parquet"):
         raise UserError(f"--format: '{file_format}' is not a format; use csv or parquet.")
     report = BuildReport()
+    # Stub cards (`source: {openml_task: N}`) become full cards first: then every card reads alike.
+    openml_cards.complete_stub_cards(list(names or []))
     specs = _specs(names)
     datasets = paths.datasets_dir()
     datasets.mkdir(parents=True, exist_ok=True)
