@@ -2,9 +2,10 @@
 
 A user writes a stub card (specs/datasets/NAME.yaml with only `source: {openml_task: N}`, and
 optionally its own description and `gate`), or a suite names `openml/t/N`, `openml/s/ID` or task
-ids (tasks/data/openml_suites.py). `automl-eval datasets build` then writes the full card: the
-target and problem type from the task, column roles from OpenML's feature types and ignore flags,
-AMLB's metric for the problem type (auc, logloss, rmse), and OpenML's split as the folds file.
+ids (tasks/specs.py; `complete_suite_cards` below). `automl-eval datasets build` then writes the
+full card: the target and problem type from the task, column roles from OpenML's feature types
+and ignore flags, AMLB's metric for the problem type (auc, logloss, rmse), and OpenML's split as
+the folds file.
 From then on the card is read like any other, and the data comes from the client's cache or DVC.
 """
 
@@ -18,15 +19,16 @@ import yaml
 from tasks import paths
 from tasks.data import openml_tasks
 from tasks.errors import UserError
-from tasks.specs import read_yaml
+from tasks.specs import (
+    openml_card_name,
+    openml_entries,
+    openml_suite_file,
+    openml_suite_tasks,
+    read_yaml,
+)
 
 # What a stub card may hold besides its source: the user's own words and gate choices are kept.
 STUB_FIELDS = frozenset({"name", "description", "source", "gate"})
-
-
-def card_name(task_id: int) -> str:
-    """The card a suite's `openml/t/N` (or a bare task id) stands for."""
-    return f"openml_{task_id}"
 
 
 def stub_task(path: Path) -> int | None:
@@ -84,7 +86,7 @@ def card_fields(data: openml_tasks.OpenMLTaskData, name: str, stub: dict[str, An
 
 def write_card(task_id: int, name: str | None = None, stub: dict[str, Any] | None = None) -> Path:
     """Fetch the task (cache first) and write specs/datasets/NAME.yaml; returns its path."""
-    name = name or card_name(task_id)
+    name = name or openml_card_name(task_id)
     data = openml_tasks.fetch_task(task_id)
     path = paths.dataset_cards_dir() / f"{name}.yaml"
     header = (
@@ -111,3 +113,39 @@ def complete_stub_cards(names: list[str] | None = None) -> list[str]:
             write_card(task_id, path.stem, read_yaml(path))
             completed.append(path.stem)
     return completed
+
+
+def _suite_entries(path: Path) -> list[str]:
+    """A suite file's `datasets` as written (bare task ids as `openml/t/N`), before any card exists."""
+    data = read_yaml(path)
+    datasets = data.get("datasets") if isinstance(data, dict) else None
+    if not isinstance(datasets, list):
+        return []  # the suite loader reports it, naming the field
+    return [f"openml/t/{d}" if isinstance(d, int) and not isinstance(d, bool) else str(d) for d in datasets]
+
+
+def complete_suite_cards() -> list[str]:
+    """Resolve the OpenML suites the project's suites name and write a card for each task lacking one.
+
+    An OpenML suite's task list is written once to specs/openml_suites/ID.yaml (commit it): the
+    suite then means the same tasks on every clone, and loads without OpenML.
+    """
+    written = []
+    for path in sorted(paths.suites_dir().glob("*.yaml")):
+        task_ids, suite_ids = openml_entries(_suite_entries(path))
+        for suite_id in suite_ids:
+            tasks = openml_suite_tasks(suite_id)
+            if tasks is None:
+                tasks = openml_tasks.suite_task_ids(suite_id)
+                listing = openml_suite_file(suite_id)
+                listing.parent.mkdir(parents=True, exist_ok=True)
+                listing.write_text(
+                    f"# OpenML suite {suite_id} as resolved by `automl-eval datasets build`; commit it.\n"
+                    + yaml.safe_dump({"suite": suite_id, "tasks": tasks}, default_flow_style=None),
+                    encoding="utf-8",
+                )
+            task_ids += [task_id for task_id in tasks if task_id not in task_ids]
+        for task_id in task_ids:
+            if not (paths.dataset_cards_dir() / f"{openml_card_name(task_id)}.yaml").is_file():
+                written.append(write_card(task_id).stem)
+    return written

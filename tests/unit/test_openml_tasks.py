@@ -7,6 +7,7 @@ them, and builds stub cards through `automl-eval datasets build`'s code path.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,9 @@ from openml_support.server import OpenMLFiles, OpenMLServer, TaskFiles, split_as
 
 from tasks.data import build, openml_tasks
 from tasks.errors import UserError
+from tasks.specs import load_dataset_spec, load_suite, openml_suite_file
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _binary() -> pd.DataFrame:
@@ -173,3 +177,37 @@ def test_uncached_task_while_offline_says_what_to_do(served: Served) -> None:
     assert str(raised.value).startswith("task 9101 is not cached and OpenML cannot be reached")
     assert "run `automl-eval datasets build` where it can, then `dvc push`" in str(raised.value)
     served.server = OpenMLServer(served.files.root)
+
+
+def _suite(name: str, datasets: list) -> None:
+    folder = openml_tasks.paths.suites_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / "specs" / "budgets.yaml", openml_tasks.paths.budgets_file())
+    fields = {"datasets": datasets, "frameworks": ["constant"], "folds": 2, "budget": "test"}
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(fields))
+
+
+def test_suites_name_an_openml_suite_or_task_ids(served: Served) -> None:
+    served.files.add_suite(9900, "tiny-amlb", [9101, 9102])
+    _suite("amlb_like", ["openml/s/9900", 9103, "openml/t/9101"])
+    with pytest.raises(UserError, match=r"amlb_like\.yaml: field 'datasets': OpenML suite openml/s/9900 is "
+                                        r"not resolved yet; run `automl-eval datasets build`"):
+        load_suite("amlb_like", {})
+    report = build.build(use_dvc=False)
+    assert not report.errors, report.errors
+    resolved = yaml.safe_load(openml_suite_file(9900).read_text())
+    assert resolved == {"suite": 9900, "tasks": [9101, 9102]}
+    served.server.stop()  # the suite now loads, and its data builds, without OpenML
+    suite = load_suite("amlb_like", {})
+    assert suite.datasets == ["openml_9101", "openml_9102", "openml_9103"]
+    assert load_dataset_spec("openml_9103").problem_type == "regression"
+    served.server = OpenMLServer(served.files.root)
+
+
+def test_an_unknown_openml_suite_is_one_sentence(served: Served) -> None:
+    _suite("missing", ["openml/s/777"])
+    with pytest.raises(UserError, match=r"^OpenML suite 777 does not exist on http://127\.0\.0\.1"):
+        build.build(use_dvc=False)
+    _suite("typo", ["openml/x/31"])
+    with pytest.raises(UserError, match=r"'openml/x/31' is not an OpenML entry; write openml/t/ID"):
+        load_suite("typo", {})
