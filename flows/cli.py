@@ -39,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "datasets": ("flows.cli_datasets",
                  "Datasets: build (DVC pull or materialize, then dvc repro), list, validate (Great "
                  "Expectations), status (dvc status in sentences)."),
+    "suites": ("flows.cli_suites",
+               "Suites: import an AutoML Benchmark (AMLB) benchmark file and constraint."),
     "frameworks": ("flows.cli_frameworks", "Framework adapters: what is installed here."),
     "team": ("flows.cli_team", "Start, stop and inspect the team stack on this machine (127.0.0.1)."),
 }

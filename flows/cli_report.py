@@ -18,6 +18,7 @@ from tasks.report.compare import Thresholds
 from tasks.report.compare_markdown import diagnostic_rows, write_folder
 from tasks.report.compare_store import compare_executions, resolve_execution
 from tasks.report.explanations import compare_importance
+from tasks.report.reference import read_reference
 from tasks.tracking import read
 
 
@@ -78,13 +79,21 @@ def report(
         False, "--list", help="List executions (of SUITE, or all) and exit."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the across-datasets table as JSON."),
+    reference: Path | None = typer.Option(
+        None, "--reference",
+        help="A published AMLB results.csv: this run's result beside it per task, framework and fold.",
+    ),
 ) -> None:
     """Leaderboard, ranks + Friedman/Nemenyi, Elo, Pareto fronts, stability and AMLB results.csv."""
     out = inside_project(out, "--out") if out is not None else None
     if list_executions:
         _print_executions(read.executions(suite=suite.partition("@")[0] if suite else None))
         return
-    options = {"baseline": baseline, "spread_threshold": spread_threshold, "bootstrap_rounds": bootstrap}
+    options: dict[str, object] = {
+        "baseline": baseline, "spread_threshold": spread_threshold, "bootstrap_rounds": bootstrap
+    }
+    if reference is not None:  # read before any work, so a bad file costs nothing
+        options["reference"] = (reference.name, read_reference(reference))
     if filter_string:
         suite_name = suite.partition("@")[0] if suite else None
         runs = read.job_runs(suite=suite_name, filter_string=filter_string)

@@ -37,6 +37,11 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\[[A-Za-z0-9_+-]+\])?")
 # A framework version as a suite names it (`hgb@1.7.2`): it becomes part of a folder name
 # (.venvs/NAME-VERSION), so only letters, digits, '.', '+' and '-', starting with a letter or digit.
 VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]*")
+# A suite's OpenML entries (tasks/data/openml_cards.py): a task (`openml/t/31`, or the bare id 31)
+# stands for its generated card `openml_31`; an OpenML suite (`openml/s/271`) for every task it lists,
+# as resolved once into specs/openml_suites/271.yaml (committed, so a suite loads without OpenML).
+OPENML_TASK_ENTRY = re.compile(r"openml/t/([1-9][0-9]*)")
+OPENML_SUITE_ENTRY = re.compile(r"openml/s/([1-9][0-9]*)")
 # Gate checks a card may accept knowingly (tasks/data/validate.py runs and reports them anyway).
 ACCEPTABLE_CHECKS = ("no_train_test_duplicates", "classes_at_least_folds", "columns_declared")
 
@@ -63,6 +68,9 @@ class SourceSpec(_Strict):
     package: str
     call: str  # the human-readable call, e.g. "sklearn.datasets.load_breast_cancer(as_frame=True)"
     loader: str | None = None  # key in tasks.data sources registry; None for user-provided files
+    # An OpenML task id (tasks/data/openml_cards.py): `source: {openml_task: N}` alone is a stub card
+    # that `automl-eval datasets build` completes from the task before anything reads it.
+    openml_task: int | None = Field(default=None, gt=0)
     licence: str = "unknown"
     citation: str = ""
 
@@ -290,6 +298,14 @@ class Suite(_Strict):
             return [FrameworkRef.fields_of(v) if isinstance(v, (str, dict)) else v for v in value]
         return value
 
+    @field_validator("datasets", mode="before")
+    @classmethod
+    def _task_ids(cls, value: Any) -> Any:
+        # A bare integer is an OpenML task id: `datasets: [31, 3917]` is `[openml/t/31, openml/t/3917]`.
+        if isinstance(value, list):
+            return [f"openml/t/{v}" if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+        return value
+
     @field_validator("seeds", mode="before")
     @classmethod
     def _seed_list(cls, value: Any) -> Any:
@@ -333,6 +349,62 @@ def _mapping(path: Path) -> dict[str, Any]:
 
 def _available(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def openml_card_name(task_id: int) -> str:
+    """The card an OpenML task stands for in a suite (written by `automl-eval datasets build`)."""
+    return f"openml_{task_id}"
+
+
+def openml_suite_file(suite_id: int) -> Path:
+    """The task ids of OpenML suite `suite_id`, as `automl-eval datasets build` resolved them."""
+    return paths.specs_dir() / "openml_suites" / f"{suite_id}.yaml"
+
+
+def openml_suite_tasks(suite_id: int) -> list[int] | None:
+    """The resolved task ids of an OpenML suite, or None before `automl-eval datasets build` resolved it."""
+    path = openml_suite_file(suite_id)
+    if not path.is_file():
+        return None
+    data = _mapping(path)
+    tasks = data.get("tasks")
+    if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tasks):
+        raise UserError(f"{path}: field 'tasks' must be a list of OpenML task ids; rebuild it with "
+                        "`automl-eval datasets build`.")
+    return tasks
+
+
+def openml_entries(datasets: list[str]) -> tuple[list[int], list[int]]:
+    """(task ids, OpenML suite ids) a suite's `datasets` name, in order, without repeats."""
+    tasks: list[int] = []
+    suites: list[int] = []
+    for entry in datasets:
+        for pattern, found in ((OPENML_TASK_ENTRY, tasks), (OPENML_SUITE_ENTRY, suites)):
+            match = pattern.fullmatch(entry)
+            if match and int(match.group(1)) not in found:
+                found.append(int(match.group(1)))
+    return tasks, suites
+
+
+def _expand_openml(path: Path, datasets: list[str]) -> list[str]:
+    """A suite's datasets with each OpenML entry replaced by the card(s) it stands for."""
+    expanded: list[str] = []
+    for entry in datasets:
+        task, suite = OPENML_TASK_ENTRY.fullmatch(entry), OPENML_SUITE_ENTRY.fullmatch(entry)
+        if suite:
+            tasks = openml_suite_tasks(int(suite.group(1)))
+            if tasks is None:
+                raise UserError(f"{path}: field 'datasets': OpenML suite {entry} is not resolved yet; run "
+                                "`automl-eval datasets build` where OpenML can be reached, then commit "
+                                f"{openml_suite_file(int(suite.group(1))).relative_to(paths.project_root())}.")
+            names = [openml_card_name(task_id) for task_id in tasks]
+        elif entry.startswith("openml/") and not task:
+            raise UserError(f"{path}: field 'datasets': {entry!r} is not an OpenML entry; write openml/t/ID "
+                            "for a task or openml/s/ID for a suite.")
+        else:
+            names = [openml_card_name(int(task.group(1)))] if task else [entry]
+        expanded.extend(name for name in names if name not in expanded)
+    return expanded
 
 
 def is_plain_framework(text: str) -> bool:
@@ -473,9 +545,15 @@ def load_suite(name_or_path: str | Path, evaluations: Mapping[str, SuiteBlock]) 
     if unknown:
         raise UserError(f"{path}: unknown field '{unknown[0]}'; remove it or check its spelling.")
     load_budget(suite.budget)
+    suite = suite.model_copy(update={"datasets": _expand_openml(path, suite.datasets)})
     for dataset in suite.datasets:
         card_name = dataset.split("[", 1)[0]  # `NAME[STREAMS]`: a modality combination of NAME
         if not (paths.dataset_cards_dir() / f"{card_name}.yaml").is_file():
+            task_id = card_name.removeprefix("openml_")
+            if card_name.startswith("openml_") and task_id.isdigit():
+                raise UserError(f"{path}: field 'datasets': OpenML task {task_id} has no card yet; run "
+                                "`automl-eval datasets build` where OpenML can be reached, then commit "
+                                "its card.")
             known = ", ".join(_available(paths.dataset_cards_dir()))
             raise UserError(f"{path}: field 'datasets': unknown dataset '{dataset}'; known: {known}.")
     if (suite.model_extra or {}).get("modality_combinations") is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tasks import paths
 from tasks.data import materialize as materializer
-from tasks.data import pinning
+from tasks.data import openml_cards, pinning
 from tasks.data.versions import dir_md5, file_md5, pinned_md5, tracked_files
 from tasks.errors import UserError
 from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
@@ -49,7 +49,13 @@ def build(
     """`file_format="parquet"` also writes a Parquet twin (datasets/STEM.parquet) of each packaged dataset."""
     if file_format not in ("csv", "parquet"):
         raise UserError(f"--format: '{file_format}' is not a format; use csv or parquet.")
+    names = list(names or [])
     report = BuildReport()
+    # Stub cards (`source: {openml_task: N}`) become full cards first: then every card reads alike.
+    openml_cards.complete_stub_cards(names)
+    if not names:
+        # The OpenML tasks and suites that suites name get their cards too (a full build only).
+        openml_cards.complete_suite_cards()
     specs = _specs(names)
     datasets = paths.datasets_dir()
     datasets.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,8 @@ from tasks.report.explanations import ExplanationInputs
 from tasks.report.explanations import load_inputs as load_explanations
 from tasks.report.explanations import section as explain_section
 from tasks.report.modality_table import modality_markdown, modality_table
+from tasks.report.reference import section as reference_section
+from tasks.report.tabarena import tabarena_frame
 from tasks.tracking import read
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
@@ -75,8 +77,11 @@ def build_report(
     robustness_cases: pd.DataFrame | None = None,
     explanations: ExplanationInputs | None = None,
     forecasts: pd.DataFrame | None = None,
+    reference: tuple[str, pd.DataFrame] | None = None,
 ) -> Report:
     """Compute every table and figure from job runs and write them under `folder`.
+
+    `reference`: (its file name, a published AMLB results.csv) to set this run beside.
 
     `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves);
     `forecasts`: forecasting jobs' predictions (for the forecast figures).
@@ -165,6 +170,7 @@ def build_report(
     if pareto_tables:
         pd.concat(pareto_tables, ignore_index=True).to_csv(folder / "pareto.csv", index=False)
     amlb.write_results_csv(table, folder / "results.csv")
+    tabarena_frame(table).to_csv(folder / "tabarena.csv", index=False)
     # Multimodal suites run each modality combination as its own dataset BASE[STREAMS].
     modalities = modality_table(table)
     if not modalities.empty:
@@ -178,6 +184,11 @@ def build_report(
     figures += serving_figures
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
     serving_lines = forecast_lines + serving_lines
+    if reference is not None:
+        reference_lines, reference_figures = reference_section(
+            amlb.results_frame(table), reference[1], reference[0], folder, _table)
+        serving_lines = reference_lines + serving_lines
+        figures += reference_figures
     markdown = _markdown(
         title,
         board,
@@ -347,6 +358,8 @@ def _markdown(
         "## Files",
         "",
         "- results.csv: AMLB results.csv format (one row per job)",
+        "- tabarena.csv: TabArena's long format (one row per finished job: method, dataset, fold, "
+        "metric_error, times)",
         *(["- modality.csv: the modality combination table"] if modalities else []),
         *(["- report.html: this page with the figures embedded"] if figures else []),
         *[f"- ![{p.stem}]({p.name})" for p in figures],

@@ -1,0 +1,213 @@
+"""OpenML tasks through the real `openml` client, against OpenML-format files served on 127.0.0.1.
+
+The test writes three tasks (binary, multiclass, regression) from real data that packages ship, in
+OpenML's formats (task XML, dataset description and features, ARFF data, datasplits ARFF), serves
+them, and builds stub cards through `automl-eval datasets build`'s code path.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from openml_support.server import OpenMLFiles, OpenMLServer, TaskFiles, split_assignment
+
+from tasks.data import build, openml_tasks
+from tasks.errors import UserError
+from tasks.specs import load_dataset_spec, load_suite, openml_suite_file
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _binary() -> pd.DataFrame:
+    from sklearn.datasets import load_breast_cancer
+
+    bunch = load_breast_cancer(as_frame=True)
+    frame = bunch.data.iloc[:, :5].rename(columns=lambda name: name.replace(" ", "_"))
+    frame["diagnosis"] = bunch.target.map(dict(enumerate(bunch.target_names)))
+    frame = frame.iloc[:120].reset_index(drop=True)
+    # A row identifier and an ignored column, as OpenML datasets carry them.
+    frame.insert(0, "sample_id", np.arange(len(frame), dtype=float))
+    frame["batch"] = np.arange(len(frame)) % 3 * 1.0
+    return frame
+
+
+def _multiclass() -> pd.DataFrame:
+    from palmerpenguins import load_penguins
+
+    frame = load_penguins()[["island", "bill_length_mm", "flipper_length_mm", "sex", "species"]]
+    return frame.iloc[::3].reset_index(drop=True)  # all three species, with missing values
+
+
+def _regression() -> pd.DataFrame:
+    from sklearn.datasets import load_diabetes
+
+    bunch = load_diabetes(as_frame=True)
+    frame = bunch.data.iloc[:100, :4].copy()
+    frame["progression"] = bunch.target.iloc[:100]
+    return frame
+
+
+@dataclass
+class Served:
+    server: OpenMLServer
+    files: OpenMLFiles
+    tasks: dict[int, TaskFiles]
+
+
+TASKS = {
+    9101: TaskFiles(
+        9101,
+        801,
+        "cancer_small",
+        _binary(),
+        "diagnosis",
+        "Supervised Classification",
+        ignore=("batch",),
+        row_id="sample_id",
+    ),
+    9102: TaskFiles(
+        9102, 802, "penguins_small", _multiclass(), "species", "Supervised Classification", folds=5, repeats=2
+    ),
+    9103: TaskFiles(
+        9103, 803, "diabetes_small", _regression(), "progression", "Supervised Regression", folds=4
+    ),
+    9104: TaskFiles(9104, 804, "penguins_clusters", _multiclass(), "species", "Clustering"),
+    9105: TaskFiles(9105, 805, "penguins_survival", _multiclass(), "species", "Survival Analysis"),
+}
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    home = tmp_path / "project"
+    (home / "specs" / "datasets").mkdir(parents=True)
+    (home / "pyproject.toml").touch()
+    files = OpenMLFiles(tmp_path / "openml-files")
+    server = OpenMLServer(files.root)
+    for task in TASKS.values():
+        files.add_task(task, server.base_url)
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(home))
+    monkeypatch.setenv(openml_tasks.SERVER_ENV, server.url)
+    yield Served(server, files, TASKS)
+    server.stop()
+
+
+def _stub(name: str, task_id: int, **extra: object) -> None:
+    card = {"source": {"openml_task": task_id}, **extra}
+    (openml_tasks.paths.dataset_cards_dir() / f"{name}.yaml").write_text(yaml.safe_dump(card))
+
+
+def _card(name: str) -> dict:
+    return yaml.safe_load((openml_tasks.paths.dataset_cards_dir() / f"{name}.yaml").read_text())
+
+
+def test_stub_cards_become_cards_with_openml_roles_and_splits(served: Served) -> None:
+    _stub("cancer", 9101, gate={"allow": ["no_train_test_duplicates"]})
+    _stub("penguins_oml", 9102)
+    _stub("diabetes", 9103)
+    report = build.build(use_dvc=False)
+    assert not report.errors, report.errors
+
+    cancer = _card("cancer")
+    assert (cancer["problem_type"], cancer["metric"], cancer["target"]) == ("binary", "auc", "diagnosis")
+    assert cancer["columns"]["sample_id"] == "id" and cancer["columns"]["batch"] == "ignore"
+    assert cancer["columns"]["mean_radius"] == "numeric" and "diagnosis" not in cancer["columns"]
+    assert cancer["gate"] == {"allow": ["no_train_test_duplicates"]}  # the stub's own choice kept
+    penguins = _card("penguins_oml")
+    assert (penguins["problem_type"], penguins["metric"]) == ("multiclass", "logloss")
+    assert penguins["columns"] == {
+        "island": "categorical",
+        "bill_length_mm": "numeric",
+        "flipper_length_mm": "numeric",
+        "sex": "categorical",
+    }
+    assert "2 repeats" in penguins["description"] or "2x5" in penguins["description"]
+    diabetes = _card("diabetes")
+    assert (diabetes["problem_type"], diabetes["metric"], diabetes["rows"]) == ("regression", "rmse", 100)
+
+    datasets = openml_tasks.paths.datasets_dir()
+    for name, task_id in (("cancer", 9101), ("penguins_oml", 9102), ("diabetes", 9103)):
+        task = served.tasks[task_id]
+        saved = pd.read_csv(datasets / f"{name}.folds.csv")["fold"].to_numpy()
+        # Row for row OpenML's split: each row's test fold in the first repeat.
+        np.testing.assert_array_equal(saved, split_assignment(task)[0])
+        data = pd.read_csv(datasets / f"{name}.csv")
+        assert len(data) == len(task.frame)
+        assert data[task.target].astype(str).tolist() == task.frame[task.target].astype(str).tolist()
+    assert (openml_tasks.cache_dir()).is_dir()
+
+    # Offline: the server is gone, the data files too; the client's cache alone rebuilds them.
+    served.server.stop()
+    before = {p.name: p.read_bytes() for p in datasets.iterdir()}
+    for path in datasets.iterdir():
+        path.unlink()
+    again = build.build(use_dvc=False)
+    assert not again.errors, again.errors
+    assert {p.name: p.read_bytes() for p in datasets.iterdir()} == before
+    served.server = OpenMLServer(served.files.root)  # the fixture stops one at the end
+
+
+def test_unknown_task_is_one_sentence_and_writes_nothing(served: Served) -> None:
+    _stub("nothing", 424242)
+    with pytest.raises(UserError, match=r"^OpenML task 424242 does not exist on http://127\.0\.0\.1:\d+/api"):
+        build.build(use_dvc=False)
+    assert "target" not in _card("nothing")
+    datasets = openml_tasks.paths.datasets_dir()
+    assert not datasets.exists() or not any(datasets.iterdir())
+
+
+@pytest.mark.parametrize(("task_id", "kind"), [(9104, "Clustering"), (9105, "Survival Analysis")])
+def test_task_types_the_project_does_not_run_are_refused(served: Served, task_id: int, kind: str) -> None:
+    _stub("other", task_id)
+    with pytest.raises(UserError, match=rf"OpenML task {task_id}.*{kind}.*classification and regression"):
+        build.build(use_dvc=False)
+
+
+def test_uncached_task_while_offline_says_what_to_do(served: Served) -> None:
+    served.server.stop()
+    _stub("cancer", 9101)
+    with pytest.raises(UserError) as raised:
+        build.build(use_dvc=False)
+    assert str(raised.value).startswith("task 9101 is not cached and OpenML cannot be reached")
+    assert "run `automl-eval datasets build` where it can, then `dvc push`" in str(raised.value)
+    served.server = OpenMLServer(served.files.root)
+
+
+def _suite(name: str, datasets: list) -> None:
+    folder = openml_tasks.paths.suites_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / "specs" / "budgets.yaml", openml_tasks.paths.budgets_file())
+    fields = {"datasets": datasets, "frameworks": ["constant"], "folds": 2, "budget": "test"}
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(fields))
+
+
+def test_suites_name_an_openml_suite_or_task_ids(served: Served) -> None:
+    served.files.add_suite(9900, "tiny-amlb", [9101, 9102])
+    _suite("amlb_like", ["openml/s/9900", 9103, "openml/t/9101"])
+    with pytest.raises(UserError, match=r"amlb_like\.yaml: field 'datasets': OpenML suite openml/s/9900 is "
+                                        r"not resolved yet; run `automl-eval datasets build`"):
+        load_suite("amlb_like", {})
+    report = build.build(use_dvc=False)
+    assert not report.errors, report.errors
+    resolved = yaml.safe_load(openml_suite_file(9900).read_text())
+    assert resolved == {"suite": 9900, "tasks": [9101, 9102]}
+    served.server.stop()  # the suite now loads, and its data builds, without OpenML
+    suite = load_suite("amlb_like", {})
+    assert suite.datasets == ["openml_9101", "openml_9102", "openml_9103"]
+    assert load_dataset_spec("openml_9103").problem_type == "regression"
+    served.server = OpenMLServer(served.files.root)
+
+
+def test_an_unknown_openml_suite_is_one_sentence(served: Served) -> None:
+    _suite("missing", ["openml/s/777"])
+    with pytest.raises(UserError, match=r"^OpenML suite 777 does not exist on http://127\.0\.0\.1"):
+        build.build(use_dvc=False)
+    _suite("typo", ["openml/x/31"])
+    with pytest.raises(UserError, match=r"'openml/x/31' is not an OpenML entry; write openml/t/ID"):
+        load_suite("typo", {})
