@@ -19,8 +19,10 @@ from pydantic import Field, field_validator
 from tasks.align import alignment_metrics
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
+from tasks.evaluations.robustness.signals import Observation
 from tasks.evaluations.robustness.search import (
     BUILD_ERROR,
+    CURVE_PHASES,
     FRAME,
     Case,
     SearchSettings,
@@ -51,6 +53,9 @@ class RobustnessSettings(EvaluationSettings):
     max_bisections: int = Field(default=4, ge=0, le=20)  # per corruption
     coverage_min: float = Field(default=0.5, ge=0, le=1)  # share of (column x corruption) cells to exercise
     seed: int = Field(default=0, ge=0)
+    # Draws per curve point (other seeds, same severity): their mean is the point, min..max its band.
+    # 3 keeps a 4-preset curve at 12 predict calls, affordable for every framework within time_s.
+    draws: int = Field(default=3, ge=1, le=50)
 
     @field_validator("corruptions")
     @classmethod
@@ -74,9 +79,11 @@ class RobustnessSettings(EvaluationSettings):
         return sorted(set(value))
 
 
-def case_seed(data_version: str, fold: int, corruption: str, target: str, severity: float, seed: int) -> int:
-    """The seed of one corrupted copy: a function of what determines it, never of the framework."""
-    key = f"{data_version}|{fold}|{corruption}|{target}|{severity:.6f}|{seed}"
+def case_seed(data_version: str, fold: int, corruption: str, target: str, severity: float, seed: int,
+              draw: int = 0) -> int:
+    """The seed of one corrupted copy: a function of what determines it, never of the framework.
+    Draw 0 keeps the key it had before draws existed, so earlier cases tables stay comparable."""
+    key = f"{data_version}|{fold}|{corruption}|{target}|{severity:.6f}|{seed}" + (f"|d{draw}" if draw else "")
     return int(hashlib.md5(key.encode()).hexdigest()[:8], 16)
 
 
@@ -85,12 +92,17 @@ def frame_md5(frame: pd.DataFrame) -> str:
 
 
 class Scorer:
-    """Runs one case: corrupt, predict through the saved model, check the output, score via the harness."""
+    """Runs one case: corrupt, predict through the saved model, check the output, score via the harness.
+
+    A curve case (phase preset or bisect) is drawn `draws` times with other seeds; a coverage case
+    once. Every scored copy's per-row confidence and correctness are kept (`observed`) for the
+    effectiveness signals."""
 
     def __init__(self, context: EvaluationContext, model: Any, facts: FrameFacts,
-                 targets: dict[str, list[str]], breaking_share: float, seed: int) -> None:
+                 targets: dict[str, list[str]], breaking_share: float, seed: int, draws: int = 1) -> None:
         self.context, self.model, self.facts, self.targets = context, model, facts, targets
-        self.breaking_share, self.seed = breaking_share, seed
+        self.breaking_share, self.seed, self.draws = breaking_share, seed, draws
+        self.observed: list[Observation] = []
         fold = context.fold
         self.X, self.task = fold.X_test, fold.task
         self.constant_scores = _constant_scores(context)
@@ -98,7 +110,7 @@ class Scorer:
         self.clean, self.constant = self.clean_scores["result"], self.constant_scores["result"]
         self.data_version, self.fold_index = str(context.job.data_version), int(context.job.fold)
 
-    def predict_and_score(self, frame: pd.DataFrame) -> dict[str, float]:
+    def predict_and_score(self, frame: pd.DataFrame, observe: bool = False) -> dict[str, float]:
         predictions = np.asarray(self.model.predict(frame))
         if len(predictions) != len(frame):
             raise ValueError(f"returned {len(predictions)} predictions for {len(frame)} rows")
@@ -110,6 +122,9 @@ class Scorer:
                 raise ValueError(f"returned {values.shape[0]} probability rows for {len(frame)} rows")
             if not np.isfinite(values).all():
                 raise ValueError("returned NaN or infinite probabilities")
+            if observe:
+                truth = self.context.fold.y_test.astype(str).to_numpy()
+                self.observed.append(Observation.of(values, predictions, truth))
         elif not np.isfinite(predictions.astype(float)).all():
             raise ValueError("returned NaN or infinite predictions")
         return self.context.score(predictions, proba)
@@ -118,27 +133,38 @@ class Scorer:
         started = time.perf_counter()
         entry = CORRUPTIONS[corruption]
         targets = self.targets[corruption] if target == FRAME else [target]
-        seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed)
-                 for t in targets}
+        draws = self.draws if phase in CURVE_PHASES else 1
         case = Case(corruption, entry.family, target, severity, phase,
                     corruption_seed=case_seed(self.data_version, self.fold_index, corruption, target,
-                                              severity, self.seed))
-        try:
-            corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
-            case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
-        except Exception as exc:  # noqa: BLE001 - recorded and reported (the evaluation is partial), not fatal
-            # Whether a corruption applies is decided before any case; failing here is a defect.
-            case.status, case.error = BUILD_ERROR, f"{type(exc).__name__}: {exc}"[:300]
-            case.wall_s = time.perf_counter() - started
-            return case
-        try:
-            case.scores = self.predict_and_score(corrupted)
-        except Exception as exc:  # noqa: BLE001 - a model that breaks on corrupted input is the finding
-            case.status, case.error = "failure", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            case.scores = dict(self.constant_scores)
-        case.result = case.scores["result"]
+                                              severity, self.seed), draws=draws)
+        results: list[float] = []
+        for draw in range(draws):
+            seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed, draw)
+                     for t in targets}
+            try:
+                corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
+                if draw == 0:
+                    case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
+            except Exception as exc:  # noqa: BLE001 - recorded and reported (the evaluation is partial), not fatal
+                # Whether a corruption applies is decided before any case; failing here is a defect.
+                case.status, case.error = BUILD_ERROR, f"{type(exc).__name__}: {exc}"[:300]
+                case.wall_s = time.perf_counter() - started
+                return case
+            try:
+                scores = self.predict_and_score(corrupted, observe=True)
+            except Exception as exc:  # noqa: BLE001 - a model that breaks on corrupted input is the finding
+                case.status, case.error = "failure", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                scores = dict(self.constant_scores)
+            if draw == 0:
+                case.scores = scores
+            results.append(scores["result"])
+        found = [degradation(self.clean, self.constant, r) for r in results]
+        case.result = float(np.mean(results))
         case.degradation = degradation(self.clean, self.constant, case.result)
         case.broken = case.degradation > self.breaking_share
+        case.degradation_low, case.degradation_high = float(min(found)), float(max(found))
+        case.degradation_std = float(np.std(found, ddof=1)) if len(found) > 1 else 0.0
+        case.draw_broken = [d > self.breaking_share for d in found]
         case.wall_s = time.perf_counter() - started
         return case
 
@@ -193,6 +219,9 @@ def summarize(outcome: Any, scorer: Scorer, presets: list[float]) -> dict[str, f
         metrics[f"robust_{name}_auc"] = curve.auc
         # 1.0 when it held at every severity (the cases table tells which)
         metrics[f"robust_{name}_breaking"] = curve.breaking_point if curve.breaking_point is not None else 1.0
+        interval = curve.breaking_interval()
+        if interval is not None:
+            metrics[f"robust_{name}_breaking_low"], metrics[f"robust_{name}_breaking_high"] = interval
         by_family.setdefault(curve.family, []).append(curve.auc)
     for family, aucs in by_family.items():
         metrics[f"robust_{family}_auc"] = float(np.mean(aucs))
@@ -224,6 +253,9 @@ class RobustnessEvaluation(PostJobEvaluation):
                                  "/ max severity",
         "robust_CORRUPTION_breaking": "smallest severity where result fell below the breaking threshold "
                                       "(halfway to the constant predictor); 1.0 if it held everywhere",
+        "robust_CORRUPTION_breaking_low": "lowest breaking severity over the draws (each draw's own "
+                                          "curve); with _high, the breaking point's interval",
+        "robust_CORRUPTION_breaking_high": "highest breaking severity over the draws (1.0: a draw held)",
         "robust_breaking_mean": "mean breaking point over the corruptions (lower: breaks sooner)",
         "robust_failures": "cases where the model raised or returned garbage (scored as the constant "
                            "predictor)",
@@ -245,7 +277,8 @@ class RobustnessEvaluation(PostJobEvaluation):
         fold = context.fold
         multimodal = context.spec.modality == "multimodal"
         facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal)
-        scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed)
+        scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed,
+                        settings.draws)
         importance, importance_note = permutation_importance(scorer, settings.seed)
         conditions = {c: condition_column(fold.X_test, c, facts) for c in fold.X_test.columns}
         facts = FrameFacts(roles=facts.roles, importance=importance, multimodal=facts.multimodal,
@@ -293,6 +326,7 @@ class RobustnessEvaluation(PostJobEvaluation):
         metrics = summarize(outcome, scorer, settings.severities)
         complete = outcome.finished_presets and outcome.coverage >= settings.coverage_min
         curves = {name: {"auc": curve.auc, "breaking_point": curve.breaking_point,
+                         "breaking_interval": curve.breaking_interval(),
                          "bisections": curve.bisections, "cases": len(curve.cases),
                          "complete": curve.complete(settings.severities)}
                   for name, curve in outcome.curves.items() if curve.scored}
