@@ -19,7 +19,6 @@ from pydantic import Field, field_validator
 from tasks.align import alignment_metrics
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
-from tasks.evaluations.robustness.signals import Observation
 from tasks.evaluations.robustness.search import (
     BUILD_ERROR,
     CURVE_PHASES,
@@ -29,6 +28,7 @@ from tasks.evaluations.robustness.search import (
     degradation,
     search,
 )
+from tasks.evaluations.robustness.signals import Observation
 from tasks.frameworks.registry import get_adapter
 from tasks.specs import DatasetSpec
 
@@ -139,8 +139,8 @@ class Scorer:
                                               severity, self.seed), draws=draws)
         results: list[float] = []
         for draw in range(draws):
-            seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed, draw)
-                     for t in targets}
+            seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed,
+                                  draw) for t in targets}
             try:
                 corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
                 if draw == 0:

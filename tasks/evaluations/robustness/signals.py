@@ -76,6 +76,7 @@ def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0) -> flo
                 return
             above = (output.detach().reshape(output.shape[0], -1) > threshold).any(dim=0)
             fired[name] = above | fired[name] if name in fired else above
+
         return record
 
     for name, layer in module.named_modules():
