@@ -468,6 +468,8 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
     else:
         out.stopped_by = steered.stop_reason
         out.metrics["robust_boundary_cases"] = float(steered.cases)
+        if np.isfinite(steered.density_steered):
+            out.metrics["robust_boundary_density_steered"] = steered.density_steered
         out.info["steering"] = asdict(steered)
     density = boundary_density(scorer.observed, settings.boundary_delta)
     if np.isfinite(density):

@@ -25,7 +25,7 @@ from tasks.evaluations.robustness.space import FeatureSpace
 class SteerSettings:
     delta: float = 0.1  # margin under which a case is "near the boundary"
     target: float = 0.3  # boundary density to reach
-    batch: int = 16  # pairs per round
+    batch: int = 32  # pairs per round
     steps: int = 6  # bisection steps per round (segment / 2**steps)
     max_rounds: int = 20
     seed: int = 0
@@ -34,7 +34,8 @@ class SteerSettings:
 @dataclass
 class SteerOutcome:
     density_before: float  # over the cases generated before steering
-    density_after: float
+    density_after: float  # over every generated case, the steered ones included
+    density_steered: float  # over the steered cases alone
     cases: int  # boundary cases added
     rounds: int
     stop_reason: str
@@ -45,17 +46,18 @@ def steer(model: Any, space: FeatureSpace, X: pd.DataFrame, classes: list[str], 
     """Adds boundary cases to `observed` (in place) until its boundary density reaches the target."""
     before = boundary_density(observed, settings.delta)
     if not space.dimensions:
-        return SteerOutcome(before, before, 0, 0, "no numeric or categorical feature to move along")
+        return SteerOutcome(before, before, float("nan"), 0, 0,
+                            "no numeric or categorical feature to move along")
     vectors, mutable = space.encode(X)
     proba = np.asarray(model.predict_proba(X), dtype=float)
     labels = np.asarray(classes)[proba.argmax(axis=1)]
     clean = Observation.of(proba, None, None)
     if len(set(labels)) < 2:
-        return SteerOutcome(before, before, 0, 0,
+        return SteerOutcome(before, before, float("nan"), 0, 0,
                             "the model puts every test row in one class: no boundary to steer towards")
     rng = np.random.default_rng(settings.seed)
     order = np.argsort(clean.margin, kind="stable")  # lowest margin first: where the signal is lowest
-    added, rounds = 0, 0
+    added, rounds, first_added = 0, 0, len(observed)
     reason = f"{settings.max_rounds} rounds done"
     while rounds < settings.max_rounds:
         density = boundary_density(observed, settings.delta)
@@ -77,15 +79,24 @@ def steer(model: Any, space: FeatureSpace, X: pd.DataFrame, classes: list[str], 
             frame = space.decode(near + middle[:, None] * (far - near), templates, keep)
             same = np.asarray(model.predict(frame)).astype(str) == labels[firsts]
             low, high = np.where(same, middle, low), np.where(same, high, middle)
-        frame = space.decode(near + high[:, None] * (far - near), templates, keep)
-        observed.append(Observation.of(np.asarray(model.predict_proba(frame), dtype=float), None, None))
+        # The two ends of the last bracket straddle the boundary; a tree ensemble's probability jumps
+        # there, so the end with the smaller margin is the case kept (both cost one predict call).
+        step = far - near
+        ends = space.decode(np.vstack([near + low[:, None] * step, near + high[:, None] * step]),
+                            pd.concat([templates, templates], ignore_index=True), np.vstack([keep, keep]))
+        both = Observation.of(np.asarray(model.predict_proba(ends), dtype=float), None, None)
+        n = len(firsts)
+        closer = both.margin[:n] <= both.margin[n:]
+        observed.append(Observation(np.where(closer, both.margin[:n], both.margin[n:]),
+                                    np.where(closer, both.confidence[:n], both.confidence[n:]), None))
         added += len(firsts)
         rounds += 1
     else:
         density = boundary_density(observed, settings.delta)
         if np.isfinite(density) and density >= settings.target:
             reason = f"boundary density {density:.2f} reached its target {settings.target:.2f}"
-    return SteerOutcome(before, boundary_density(observed, settings.delta), added, rounds, reason)
+    return SteerOutcome(before, boundary_density(observed, settings.delta),
+                        boundary_density(observed[first_added:], settings.delta), added, rounds, reason)
 
 
 def _partner(row: int, labels: np.ndarray, rng: np.random.Generator) -> int:
