@@ -234,12 +234,13 @@ def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str,
     result = run_job(job, spec, job_dir)
     assert result.status == "ok", result.error
     block = {"enabled": True, "time_s": 40, "corruptions": ["gaussian_noise", "missing_mcar"],
-             "severities": [0.5, 1.0], "coverage_min": 0.0, "draws": 2, "adversarial_rows": 4,
-             "attack_iterations": 3}
+             "severities": [0.5, 1.0], "coverage_min": 0.0, "draws": 2, "adversarial_rows": 3,
+             "attack_iterations": 2, "boundary_target": 0.0}
     first = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
     assert first["status"] == "ok", first["reason"]
     metrics = first["metrics"]
-    assert metrics["robust_adv_rows"] == 4 and metrics["robust_adv_flip_median"] > 0
+    print(json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]["boundary"])
+    assert metrics["robust_adv_rows"] == 3 and metrics["robust_adv_flip_median"] > 0
     assert 0 <= metrics["robust_boundary_density"] <= 1 and "robust_boundary_density_random" in metrics
     assert "robust_replayed" not in metrics  # nothing saved yet
     saved = json.loads(next((job_dir.parent / REPLAY_DIR).glob("tiny_binary__hgb__fold0.json")).read_text())
@@ -252,7 +253,7 @@ def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str,
     # The same model, the same rows: every adversarial row still flips it.
     assert all(c["still_breaks"] for c in replayed if c["kind"] == "adversarial")
     assert second["metrics"]["robust_replay_still_breaking"] >= len(flipped)
-    assert info["generation_stopped_by"]
+    assert "reached its target 0.00" in info["generation_stopped_by"]  # target 0: no steering needed
 
 
 @pytest.mark.parametrize(("block", "message"), [
@@ -265,3 +266,29 @@ def test_bad_targets_are_one_sentence(project: dict[str, DatasetSpec], tmp_path:
     path.write_text(f"datasets: [tiny_binary]\nframeworks: [constant]\nbudget: smoke\nrobustness: {block}\n")
     with pytest.raises(UserError, match=message):
         load_suite(path, all_evaluations())
+
+
+def test_the_report_shows_flip_distances_signals_and_breaking_intervals(tmp_path: Path) -> None:
+    from tasks.report import robustness
+    from tasks.report.jobs import prepare
+
+    rows = [{"dataset": "d1", "framework": f, "status": "ok", "metric": "auc", "auc": 0.8, "result": 0.8,
+             "robust_auc": 0.7, "fold": fold, "seed": 0, "robust_adv_flip_median": median + fold,
+             "robust_adv_flip_p10": 0.1, "robust_adv_flip_share": 0.5, "robust_anomaly_auroc": 0.7,
+             "robust_boundary_density_random": 0.05, "robust_boundary_density_steered": 0.4,
+             "robust_missing_mcar_breaking": 0.5, "robust_missing_mcar_breaking_low": 0.25,
+             "robust_missing_mcar_breaking_high": 1.0}
+            for f, median in (("a", 1.0), ("b", 3.0)) for fold in (0, 1)]
+    cases = pd.DataFrame([{"dataset": "d1", "framework": "a", "corruption": "missing_mcar", "target": FRAME,
+                           "severity": s, "degradation": s / 2, "degradation_low": s / 3,
+                           "degradation_high": s / 1.5, "status": "ok"} for s in (0.25, 0.5, 1.0)])
+    report = robustness.build(prepare(pd.DataFrame(rows)), cases, tmp_path)
+    adaptive = report.adaptive.set_index("framework")
+    assert adaptive.loc["a", "flip_median"] == pytest.approx(1.5)  # mean over the folds
+    assert adaptive.loc["b", "density_steered"] == pytest.approx(0.4)
+    intervals = report.intervals.set_index("framework")
+    assert tuple(intervals.loc["a", ["breaking_point", "low", "high"]]) == pytest.approx((0.5, 0.25, 1.0))
+    assert {"degradation_low", "degradation_high"} <= set(report.curves.columns)
+    text = "\n".join(robustness.markdown(report, lambda frame: frame.to_string()))
+    assert "Boundary samples and effectiveness signals" in text and "interval over the draws" in text
+    assert (tmp_path / "robust_adaptive.csv").is_file() and (tmp_path / "robust_curves_d1.png").is_file()

@@ -134,23 +134,41 @@ class Scorer:
         self.data_version, self.fold_index = str(context.job.data_version), int(context.job.fold)
 
     def predict_and_score(self, frame: pd.DataFrame, observe: bool = False) -> dict[str, float]:
-        predictions = np.asarray(self.model.predict(frame))
-        if len(predictions) != len(frame):
-            raise ValueError(f"returned {len(predictions)} predictions for {len(frame)} rows")
+        return self.predict_and_score_copies([frame], observe)[0]
+
+    def predict_and_score_copies(self, frames: list[pd.DataFrame],
+                                 observe: bool = False) -> list[dict[str, float]]:
+        """Scores of each copy of the test fold. Copies of the same dtypes go through the model in
+        one predict call (the draws of a case cost about one call on a model with a large per-call
+        cost); copies whose dtypes differ (categories added by one draw only) go one by one, so a
+        model never sees categories merged across copies."""
+        same = all(f.dtypes.equals(frames[0].dtypes) for f in frames[1:])
+        if len(frames) > 1 and not same:
+            return [s for f in frames for s in self.predict_and_score_copies([f], observe)]
+        stacked = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        predictions = np.asarray(self.model.predict(stacked))
+        if len(predictions) != len(stacked):
+            raise ValueError(f"returned {len(predictions)} predictions for {len(stacked)} rows")
         proba = None
         if self.task.is_classification:
-            proba = self.model.predict_proba(frame)
+            proba = self.model.predict_proba(stacked)
             values = np.asarray(proba, dtype=float)
-            if values.shape[0] != len(frame):
-                raise ValueError(f"returned {values.shape[0]} probability rows for {len(frame)} rows")
+            if values.shape[0] != len(stacked):
+                raise ValueError(f"returned {values.shape[0]} probability rows for {len(stacked)} rows")
             if not np.isfinite(values).all():
                 raise ValueError("returned NaN or infinite probabilities")
-            if observe:
-                truth = self.context.fold.y_test.astype(str).to_numpy()
-                self.observed.append(Observation.of(values, predictions, truth))
         elif not np.isfinite(predictions.astype(float)).all():
             raise ValueError("returned NaN or infinite predictions")
-        return self.context.score(predictions, proba)
+        rows, scores = len(frames[0]), []
+        truth = self.context.fold.y_test.astype(str).to_numpy()
+        for index in range(len(frames)):
+            part = slice(index * rows, (index + 1) * rows)
+            part_proba = None if proba is None else proba.iloc[part].reset_index(drop=True)
+            if observe and part_proba is not None:
+                self.observed.append(Observation.of(np.asarray(part_proba, dtype=float), predictions[part],
+                                                    truth))
+            scores.append(self.context.score(predictions[part], part_proba))
+        return scores
 
     def __call__(self, corruption: str, target: str, severity: float, phase: str) -> Case:
         started = time.perf_counter()
@@ -160,27 +178,27 @@ class Scorer:
         case = Case(corruption, entry.family, target, severity, phase,
                     corruption_seed=case_seed(self.data_version, self.fold_index, corruption, target,
                                               severity, self.seed), draws=draws)
-        results: list[float] = []
+        copies = []
         for draw in range(draws):
-            seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed,
-                                  draw) for t in targets}
+            seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity,
+                                  self.seed, draw) for t in targets}
             try:
                 corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
-                if draw == 0:
-                    case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
             except Exception as exc:  # noqa: BLE001 - recorded and reported (the evaluation is partial), not fatal
                 # Whether a corruption applies is decided before any case; failing here is a defect.
                 case.status, case.error = BUILD_ERROR, f"{type(exc).__name__}: {exc}"[:300]
                 case.wall_s = time.perf_counter() - started
                 return case
-            try:
-                scores = self.predict_and_score(corrupted, observe=True)
-            except Exception as exc:  # noqa: BLE001 - a model that breaks on corrupted input is the finding
-                case.status, case.error = "failure", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                scores = dict(self.constant_scores)
             if draw == 0:
-                case.scores = scores
-            results.append(scores["result"])
+                case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
+            copies.append(corrupted)
+        try:
+            all_scores = self.predict_and_score_copies(copies, observe=True)
+        except Exception as exc:  # noqa: BLE001 - a model that breaks on corrupted input is the finding
+            case.status, case.error = "failure", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            all_scores = [dict(self.constant_scores) for _ in copies]
+        case.scores = all_scores[0]
+        results = [scores["result"] for scores in all_scores]
         found = [degradation(self.clean, self.constant, r) for r in results]
         case.result = float(np.mean(results))
         case.degradation = degradation(self.clean, self.constant, case.result)
