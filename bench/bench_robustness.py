@@ -3,7 +3,11 @@
 Runs real jobs (fold 0, the `1m1c` budget unless --budget) of each --frameworks on each
 --datasets, then the robustness stage with the suite's default settings (time_s 60), and prints
 one JSON line per job: fit_s, the stage's wall_s, cases, seconds per case, coverage reached, why it
-stopped, and whether the stage cost at most the job's search budget (the target).
+stopped, and whether the stage cost at most the job's search budget (the target); and the adaptive
+figures: draws per curve point, HopSkipJump flip distances (median, 10th percentile, share within
+the flip budget, rows attacked, seconds spent), anomaly-capture AUROC, boundary density of the
+random corruptions and of the steered cases, what stopped generation, and whether the stage kept
+within its own time_s.
 Run: `python -m bench.bench_robustness [--frameworks hgb,constant] [--datasets credit_data]`.
 Figures, not a test: they depend on the machine and on what else runs on it.
 """
@@ -22,7 +26,8 @@ from tasks.plan import Job
 from tasks.specs import load_budget, load_dataset_spec
 
 
-def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: Path) -> dict[str, object]:
+def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: Path,
+            extra: dict[str, object] | None = None) -> dict[str, object]:
     from tasks.data.versions import data_version
 
     spec = load_dataset_spec(dataset)
@@ -35,7 +40,7 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
                               "budget_time_s": budget.time_s}
     if result.status != "ok":
         return {**row, "error": (result.error or "").splitlines()[-1:]}
-    block = {"robustness": {"enabled": True, "time_s": time_s}}
+    block = {"robustness": {"enabled": True, "time_s": time_s, **(extra or {})}}
     evaluated = run_evaluations(job, spec, job_dir, result, block)
     outcome = evaluated.evaluations["robustness"]
     info = json.loads((evaluation_folder(job_dir, "robustness") / "result.json").read_text()).get("info", {})
@@ -53,8 +58,24 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
         "stopped": info.get("stop_reason", outcome["reason"]),
         "robust_auc": outcome["metrics"].get("robust_auc"),
         "failures": outcome["metrics"].get("robust_failures"),
+        "within_time_s": wall_s <= time_s,
+        "draws": (extra or {}).get("draws", 3),
+        **{name: _round(outcome["metrics"].get(f"robust_{name}")) for name in ADAPTIVE},
+        "adv_stopped": info.get("boundary", {}).get("adversarial", {}).get("stop_reason"),
+        "features_changed": info.get("boundary", {}).get("adversarial", {}).get("features_changed"),
+        "generation_stopped_by": info.get("generation_stopped_by"),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
+
+
+# The adaptive figures (robust_NAME metrics) printed per job.
+ADAPTIVE = ["adv_flip_median", "adv_flip_p10", "adv_flip_share", "adv_rows", "adv_s", "anomaly_auroc",
+            "boundary_density_random", "boundary_density_steered", "boundary_density", "replayed",
+            "replay_still_breaking"]
+
+
+def _round(value: object) -> object:
+    return round(float(value), 3) if isinstance(value, int | float) else value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,11 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="credit_data,penguins")
     parser.add_argument("--budget", default="1m1c")
     parser.add_argument("--time-s", type=int, default=60, help="the stage's time_s (the suite's default)")
+    parser.add_argument("--draws", type=int, default=3, help="robustness.draws")
+    parser.add_argument("--adversarial-rows", type=int, default=8, help="robustness.adversarial_rows")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         for dataset in args.datasets.split(","):
             for framework in args.frameworks.split(","):
-                row = measure(dataset, framework, args.budget, args.time_s, Path(scratch))
+                row = measure(dataset, framework, args.budget, args.time_s, Path(scratch),
+                              {"draws": args.draws, "adversarial_rows": args.adversarial_rows})
                 print(json.dumps(row), flush=True)
     return 0
 

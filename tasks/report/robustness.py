@@ -36,6 +36,10 @@ class RobustnessReport:
     worst_cells: pd.DataFrame  # framework, dataset, target, corruption, degradation (top per framework)
     curves: pd.DataFrame  # dataset, corruption, framework, severity, degradation (frame-wide cases)
     figures: list[Path] = field(default_factory=list)
+    # dataset, framework: flip distances, anomaly capture, boundary density (mean over folds)
+    adaptive: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # dataset, corruption, framework: breaking point and its interval over the draws
+    intervals: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def robust_ranking(table: pd.DataFrame,
@@ -113,9 +117,49 @@ def worst_cells(cases: pd.DataFrame, top: int = TOP_CELLS, baseline: str = DEFAU
 
 
 def curve_points(cases: pd.DataFrame) -> pd.DataFrame:
+    """Mean degradation per point; with the band (lowest and highest draw) where the cases have it."""
     frame_wide = cases[(cases["target"].astype(str) == FRAME_TARGET) & (cases["status"] != BUILD_ERROR)]
+    values = ["degradation"] + [c for c in ("degradation_low", "degradation_high") if c in frame_wide]
     return frame_wide.groupby(["dataset", "corruption", "framework", "severity"], as_index=False)[
-        "degradation"].mean()
+        values].mean()
+
+
+# The adaptive figures (tasks.evaluations.robustness metrics robust_NAME) and their columns here.
+ADAPTIVE = {"adv_flip_median": "flip_median", "adv_flip_p10": "flip_p10", "adv_flip_share": "flip_share",
+            "adv_rows": "rows_attacked", "anomaly_auroc": "anomaly_auroc",
+            "boundary_density_random": "density_random", "boundary_density_steered": "density_steered",
+            "replayed": "replayed", "replay_still_breaking": "still_breaking"}
+
+
+def adaptive_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
+    """Per dataset and framework (mean over folds): the minimal flip distances of the black-box
+    boundary search, the share flipped within the budget, anomaly-capture AUROC, boundary density of
+    the random corruptions and of the steered cases, and the replayed cases that still break."""
+    columns = [f"robust_{name}" for name in ADAPTIVE if f"robust_{name}" in table.columns]
+    ok = table[table["ok"] & (table["framework"] != baseline)]
+    if not columns or ok.empty:
+        return pd.DataFrame()
+    means = ok.groupby(["dataset", "framework"])[columns].mean().dropna(how="all")
+    return means.rename(columns={f"robust_{k}": v for k, v in ADAPTIVE.items()}).reset_index()
+
+
+def interval_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
+    """Breaking point with its interval over the draws (robust_C_breaking, _low, _high)."""
+    ok = table[table["ok"] & (table["framework"] != baseline)]
+    names = [c[len("robust_"):-len("_breaking_low")] for c in table.columns
+             if c.startswith("robust_") and c.endswith("_breaking_low")]
+    rows = []
+    for name in names:
+        columns = {f"robust_{name}_breaking": "breaking_point", f"robust_{name}_breaking_low": "low",
+                   f"robust_{name}_breaking_high": "high"}
+        if not set(columns) <= set(ok.columns):
+            continue
+        part = ok.groupby(["dataset", "framework"])[list(columns)].mean().dropna(subset=list(columns)[1:])
+        rows.append(part.rename(columns=columns).assign(corruption=name).reset_index())
+    if not rows:
+        return pd.DataFrame()
+    return pd.concat(rows, ignore_index=True)[["dataset", "corruption", "framework", "breaking_point",
+                                                "low", "high"]]
 
 
 FAMILIES = frozenset({"missing", "noise", "unit", "category", "feature_drop", "text", "stream"})
@@ -139,7 +183,9 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
     curves = curve_points(cases) if usable else pd.DataFrame()
     cells = worst_cells(cases, baseline=baseline) if usable else pd.DataFrame()
     report = RobustnessReport(board, test, cd_value, family_table(table, baseline),
-                              breaking_table(table, baseline), cells, curves)
+                              breaking_table(table, baseline), cells, curves,
+                              adaptive=adaptive_table(table, baseline),
+                              intervals=interval_table(table, baseline))
     if cd_value is not None:
         average = ranking.ranks(block).mean()
         report.figures.append(plots.critical_difference(
@@ -150,7 +196,8 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
         report.figures.append(degradation_curves(points, str(dataset), path))
     for name, frame in (("robust_leaderboard", board), ("robust_families", report.families),
                         ("robust_breaking_points", report.breaking), ("robust_worst_cells", cells),
-                        ("robust_curves", curves)):
+                        ("robust_curves", curves), ("robust_adaptive", report.adaptive),
+                        ("robust_breaking_intervals", report.intervals)):
         if not frame.empty:
             frame.to_csv(folder / f"{name}.csv", index=False)
     if usable:
@@ -172,14 +219,18 @@ def degradation_curves(points: pd.DataFrame, dataset: str, path: Path) -> Path:
             line = line.sort_values("severity")
             ax.plot([0.0, *line["severity"]], [0.0, *line["degradation"]], marker="o", markersize=3,
                     label=str(framework), color=colors[str(framework)])
+            if {"degradation_low", "degradation_high"} <= set(line.columns):  # the draws' band
+                ax.fill_between([0.0, *line["severity"]], [0.0, *line["degradation_low"]],
+                                [0.0, *line["degradation_high"]], color=colors[str(framework)], alpha=0.2,
+                                linewidth=0)
         ax.axhline(0.5, color="grey", linewidth=0.6, linestyle="--")
         ax.set_title(corruption, fontsize=9)
         ax.set_ylim(-0.1, 1.2)
     for index in range(len(corruptions), rows * columns):
         axes[index // columns][index % columns].axis("off")
     axes[0][0].legend(fontsize=7)
-    figure.suptitle(f"{dataset}: degradation (0 = clean, 1 = constant predictor) over severity; "
-                    "dashed: breaking threshold", fontsize=9)
+    figure.suptitle(f"{dataset}: degradation (0 = clean, 1 = constant predictor) over severity, mean "
+                    "of the draws; band: lowest to highest draw; dashed: breaking threshold", fontsize=9)
     return _save(figure, path)
 
 
@@ -204,6 +255,22 @@ def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) ->
         lines += ["### Breaking points", "", "Smallest severity where `result` fell below halfway from clean "
                   "to the constant predictor (1 = held at every severity tested).", "",
                   render(report.breaking), ""]  # type: ignore[operator]
+    if not report.intervals.empty:
+        lines += ["### Breaking points with their interval over the draws", "", "Each draw (another seed at "
+                  "the same severities) has its own breaking point; low and high are the extremes (1 = a "
+                  "draw held everywhere). The breaking point itself is read from the mean of the draws.", "",
+                  render(report.intervals), ""]  # type: ignore[operator]
+    if not report.adaptive.empty:
+        lines += ["### Boundary samples and effectiveness signals", "",
+                  "flip_median / flip_p10: median and 10th-percentile minimal flip distance found by a "
+                  "black-box HopSkipJump search (numeric features in training spreads, a category change "
+                  "one unit; regression: a move of half the target's spread), over the flipped rows; "
+                  "flip_share: rows flipped within the flip budget; anomaly_auroc: how well (1 - "
+                  "confidence) separates wrong from right predictions on the generated cases (0.5: not at "
+                  "all); density_random / density_steered: share of cases with a top-two probability gap "
+                  "under delta, among the random corruptions and among the steered boundary cases; "
+                  "replayed / still_breaking: cases saved by an earlier execution, and those that still "
+                  "break the model.", "", render(report.adaptive), ""]  # type: ignore[operator]
     if not report.worst_cells.empty:
         lines += [f"### Top {TOP_CELLS} most damaging (column, corruption) cells per framework", "",
                   render(report.worst_cells), ""]  # type: ignore[operator]

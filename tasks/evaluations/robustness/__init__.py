@@ -10,27 +10,39 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
+import tasks.evaluations.robustness.replay as replay  # the module: its names (load, save) are generic
 from tasks.align import alignment_metrics
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.evaluations.robustness.adversarial import AttackOutcome, AttackSettings, attack_rows
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
+from tasks.evaluations.robustness.replay import ReplayCase, replay_path
 from tasks.evaluations.robustness.search import (
     BUILD_ERROR,
+    CURVE_PHASES,
     FRAME,
     Case,
     SearchSettings,
     degradation,
     search,
 )
+from tasks.evaluations.robustness.signals import Observation, anomaly_capture, boundary_density
+from tasks.evaluations.robustness.space import FeatureSpace
+from tasks.evaluations.robustness.steering import SteerSettings, steer
 from tasks.frameworks.registry import get_adapter
 from tasks.specs import DatasetSpec
 
 CASES_FILE = "cases.csv"
+ADVERSARIAL_FILE = "adversarial.csv"
+# Share of time_s kept from the attack for the steering (which stops RESERVE_S before the end).
+STEER_SHARE = 0.1
 DEFAULT_CORRUPTIONS = [name for name, c in CORRUPTIONS.items() if not c.unavailable] + [
     name for name, c in CORRUPTIONS.items() if c.unavailable]
 FAMILIES = sorted({c.family for c in CORRUPTIONS.values()})
@@ -51,6 +63,22 @@ class RobustnessSettings(EvaluationSettings):
     max_bisections: int = Field(default=4, ge=0, le=20)  # per corruption
     coverage_min: float = Field(default=0.5, ge=0, le=1)  # share of (column x corruption) cells to exercise
     seed: int = Field(default=0, ge=0)
+    # Draws per curve point (other seeds, same severity): their mean is the point, min..max its band.
+    # 3 keeps a 4-preset curve at 12 predict calls, affordable for every framework within time_s.
+    draws: int = Field(default=3, ge=1, le=50)
+    # Adversarial boundary samples (HopSkipJump, black-box): rows attacked (0: none) and iterations
+    # per row. 8 rows x 5 iterations is about 150 predict calls per row; the attack and the steering
+    # share what the curves leave of `boundary_share` x time_s, and stop between rows when it is spent.
+    adversarial_rows: int = Field(default=8, ge=0, le=1000)
+    attack_iterations: int = Field(default=5, ge=1, le=100)
+    flip_budget: float = Field(default=1.0, gt=0)  # units (spreads, category changes) of a "small" flip
+    regression_share: float = Field(default=0.5, gt=0)  # of the target's spread: a regression "flip"
+    boundary_share: float = Field(default=0.35, ge=0, le=0.9)  # of time_s kept for attack and steering
+    # Effectiveness targets: generation near the boundary goes on while the boundary density (share
+    # of generated rows with a top-two probability gap under boundary_delta) is under its target.
+    boundary_delta: float = Field(default=0.1, gt=0, le=1)
+    boundary_target: float = Field(default=0.3, ge=0, le=1)
+    replay: bool = True  # replay first the cases that broke this job's model on an earlier execution
 
     @field_validator("corruptions")
     @classmethod
@@ -74,9 +102,11 @@ class RobustnessSettings(EvaluationSettings):
         return sorted(set(value))
 
 
-def case_seed(data_version: str, fold: int, corruption: str, target: str, severity: float, seed: int) -> int:
-    """The seed of one corrupted copy: a function of what determines it, never of the framework."""
-    key = f"{data_version}|{fold}|{corruption}|{target}|{severity:.6f}|{seed}"
+def case_seed(data_version: str, fold: int, corruption: str, target: str, severity: float, seed: int,
+              draw: int = 0) -> int:
+    """The seed of one corrupted copy: a function of what determines it, never of the framework.
+    Draw 0 keeps the key it had before draws existed, so earlier cases tables stay comparable."""
+    key = f"{data_version}|{fold}|{corruption}|{target}|{severity:.6f}|{seed}" + (f"|d{draw}" if draw else "")
     return int(hashlib.md5(key.encode()).hexdigest()[:8], 16)
 
 
@@ -85,12 +115,17 @@ def frame_md5(frame: pd.DataFrame) -> str:
 
 
 class Scorer:
-    """Runs one case: corrupt, predict through the saved model, check the output, score via the harness."""
+    """Runs one case: corrupt, predict through the saved model, check the output, score via the harness.
+
+    A curve case (phase preset or bisect) is drawn `draws` times with other seeds; a coverage case
+    once. Every scored copy's per-row confidence and correctness are kept (`observed`) for the
+    effectiveness signals."""
 
     def __init__(self, context: EvaluationContext, model: Any, facts: FrameFacts,
-                 targets: dict[str, list[str]], breaking_share: float, seed: int) -> None:
+                 targets: dict[str, list[str]], breaking_share: float, seed: int, draws: int = 1) -> None:
         self.context, self.model, self.facts, self.targets = context, model, facts, targets
-        self.breaking_share, self.seed = breaking_share, seed
+        self.breaking_share, self.seed, self.draws = breaking_share, seed, draws
+        self.observed: list[Observation] = []
         fold = context.fold
         self.X, self.task = fold.X_test, fold.task
         self.constant_scores = _constant_scores(context)
@@ -98,47 +133,79 @@ class Scorer:
         self.clean, self.constant = self.clean_scores["result"], self.constant_scores["result"]
         self.data_version, self.fold_index = str(context.job.data_version), int(context.job.fold)
 
-    def predict_and_score(self, frame: pd.DataFrame) -> dict[str, float]:
-        predictions = np.asarray(self.model.predict(frame))
-        if len(predictions) != len(frame):
-            raise ValueError(f"returned {len(predictions)} predictions for {len(frame)} rows")
+    def predict_and_score(self, frame: pd.DataFrame, observe: bool = False) -> dict[str, float]:
+        return self.predict_and_score_copies([frame], observe)[0]
+
+    def predict_and_score_copies(self, frames: list[pd.DataFrame],
+                                 observe: bool = False) -> list[dict[str, float]]:
+        """Scores of each copy of the test fold. Copies of the same dtypes go through the model in
+        one predict call (the draws of a case cost about one call on a model with a large per-call
+        cost); copies whose dtypes differ (categories added by one draw only) go one by one, so a
+        model never sees categories merged across copies."""
+        same = all(f.dtypes.equals(frames[0].dtypes) for f in frames[1:])
+        if len(frames) > 1 and not same:
+            return [s for f in frames for s in self.predict_and_score_copies([f], observe)]
+        stacked = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        predictions = np.asarray(self.model.predict(stacked))
+        if len(predictions) != len(stacked):
+            raise ValueError(f"returned {len(predictions)} predictions for {len(stacked)} rows")
         proba = None
         if self.task.is_classification:
-            proba = self.model.predict_proba(frame)
+            proba = self.model.predict_proba(stacked)
             values = np.asarray(proba, dtype=float)
-            if values.shape[0] != len(frame):
-                raise ValueError(f"returned {values.shape[0]} probability rows for {len(frame)} rows")
+            if values.shape[0] != len(stacked):
+                raise ValueError(f"returned {values.shape[0]} probability rows for {len(stacked)} rows")
             if not np.isfinite(values).all():
                 raise ValueError("returned NaN or infinite probabilities")
         elif not np.isfinite(predictions.astype(float)).all():
             raise ValueError("returned NaN or infinite predictions")
-        return self.context.score(predictions, proba)
+        rows, scores = len(frames[0]), []
+        truth = self.context.fold.y_test.astype(str).to_numpy()
+        for index in range(len(frames)):
+            part = slice(index * rows, (index + 1) * rows)
+            part_proba = None if proba is None else proba.iloc[part].reset_index(drop=True)
+            if observe and part_proba is not None:
+                self.observed.append(Observation.of(np.asarray(part_proba, dtype=float), predictions[part],
+                                                    truth))
+            scores.append(self.context.score(predictions[part], part_proba))
+        return scores
 
     def __call__(self, corruption: str, target: str, severity: float, phase: str) -> Case:
         started = time.perf_counter()
         entry = CORRUPTIONS[corruption]
         targets = self.targets[corruption] if target == FRAME else [target]
-        seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity, self.seed)
-                 for t in targets}
+        draws = self.draws if phase in CURVE_PHASES else 1
         case = Case(corruption, entry.family, target, severity, phase,
                     corruption_seed=case_seed(self.data_version, self.fold_index, corruption, target,
-                                              severity, self.seed))
+                                              severity, self.seed), draws=draws)
+        copies = []
+        for draw in range(draws):
+            seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity,
+                                  self.seed, draw) for t in targets}
+            try:
+                corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
+            except Exception as exc:  # noqa: BLE001 - recorded and reported (the evaluation is partial), not fatal
+                # Whether a corruption applies is decided before any case; failing here is a defect.
+                case.status, case.error = BUILD_ERROR, f"{type(exc).__name__}: {exc}"[:300]
+                case.wall_s = time.perf_counter() - started
+                return case
+            if draw == 0:
+                case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
+            copies.append(corrupted)
         try:
-            corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
-            case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
-        except Exception as exc:  # noqa: BLE001 - recorded and reported (the evaluation is partial), not fatal
-            # Whether a corruption applies is decided before any case; failing here is a defect.
-            case.status, case.error = BUILD_ERROR, f"{type(exc).__name__}: {exc}"[:300]
-            case.wall_s = time.perf_counter() - started
-            return case
-        try:
-            case.scores = self.predict_and_score(corrupted)
+            all_scores = self.predict_and_score_copies(copies, observe=True)
         except Exception as exc:  # noqa: BLE001 - a model that breaks on corrupted input is the finding
             case.status, case.error = "failure", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            case.scores = dict(self.constant_scores)
-        case.result = case.scores["result"]
+            all_scores = [dict(self.constant_scores) for _ in copies]
+        case.scores = all_scores[0]
+        results = [scores["result"] for scores in all_scores]
+        found = [degradation(self.clean, self.constant, r) for r in results]
+        case.result = float(np.mean(results))
         case.degradation = degradation(self.clean, self.constant, case.result)
         case.broken = case.degradation > self.breaking_share
+        case.degradation_low, case.degradation_high = float(min(found)), float(max(found))
+        case.degradation_std = float(np.std(found, ddof=1)) if len(found) > 1 else 0.0
+        case.draw_broken = [d > self.breaking_share for d in found]
         case.wall_s = time.perf_counter() - started
         return case
 
@@ -193,6 +260,9 @@ def summarize(outcome: Any, scorer: Scorer, presets: list[float]) -> dict[str, f
         metrics[f"robust_{name}_auc"] = curve.auc
         # 1.0 when it held at every severity (the cases table tells which)
         metrics[f"robust_{name}_breaking"] = curve.breaking_point if curve.breaking_point is not None else 1.0
+        interval = curve.breaking_interval()
+        if interval is not None:
+            metrics[f"robust_{name}_breaking_low"], metrics[f"robust_{name}_breaking_high"] = interval
         by_family.setdefault(curve.family, []).append(curve.auc)
     for family, aucs in by_family.items():
         metrics[f"robust_{family}_auc"] = float(np.mean(aucs))
@@ -224,6 +294,9 @@ class RobustnessEvaluation(PostJobEvaluation):
                                  "/ max severity",
         "robust_CORRUPTION_breaking": "smallest severity where result fell below the breaking threshold "
                                       "(halfway to the constant predictor); 1.0 if it held everywhere",
+        "robust_CORRUPTION_breaking_low": "lowest breaking severity over the draws (each draw's own "
+                                          "curve); with _high, the breaking point's interval",
+        "robust_CORRUPTION_breaking_high": "highest breaking severity over the draws (1.0: a draw held)",
         "robust_breaking_mean": "mean breaking point over the corruptions (lower: breaks sooner)",
         "robust_failures": "cases where the model raised or returned garbage (scored as the constant "
                            "predictor)",
@@ -245,7 +318,8 @@ class RobustnessEvaluation(PostJobEvaluation):
         fold = context.fold
         multimodal = context.spec.modality == "multimodal"
         facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal)
-        scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed)
+        scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed,
+                        settings.draws)
         importance, importance_note = permutation_importance(scorer, settings.seed)
         conditions = {c: condition_column(fold.X_test, c, facts) for c in fold.X_test.columns}
         facts = FrameFacts(roles=facts.roles, importance=importance, multimodal=facts.multimodal,
@@ -271,19 +345,26 @@ class RobustnessEvaluation(PostJobEvaluation):
         scorer.targets = {name: targets for name, (_, targets) in chosen.items()}
         mean_case_s = [0.0]
 
-        def has_time() -> bool:
-            return context.time_left_s() > RESERVE_S + 1.5 * mean_case_s[0]
-
         def run_case(name: str, target: str, severity: float, phase: str) -> Case:
             case = scorer(name, target, severity, phase)
             mean_case_s[0] = 0.8 * mean_case_s[0] + 0.2 * case.wall_s if mean_case_s[0] else case.wall_s
             return case
 
         setup_s = time.monotonic() - context.started  # start-up, model load, clean and constant scores
+        # Time kept for the boundary search and steering, released to them when the curves are done.
+        kept = [settings.boundary_share * settings.time_s if settings.adversarial_rows else 0.0]
+
+        def has_time() -> bool:
+            return context.time_left_s() > RESERVE_S + kept[0] + 1.5 * mean_case_s[0]
+
+        replayed, replay_note = _replay(context, scorer, settings, has_time) if settings.replay else ([], "")
         outcome = search(chosen, run_case, SearchSettings(
             presets=settings.severities, resolution=settings.resolution,
             max_bisections=settings.max_bisections, coverage_min=settings.coverage_min,
             probe_severity=settings.severities[len(settings.severities) // 2]), has_time)
+        random_density = boundary_density(scorer.observed, settings.boundary_delta)
+        kept[0] = 0.0
+        boundary = _boundary(context, scorer, settings)
         cases = outcome.all_cases()
         table = pd.DataFrame([c.row() for c in cases])
         if not table.empty:
@@ -291,8 +372,14 @@ class RobustnessEvaluation(PostJobEvaluation):
             table.insert(1, "constant_result", scorer.constant)
         table.to_csv(context.folder / CASES_FILE, index=False)
         metrics = summarize(outcome, scorer, settings.severities)
+        metrics.update(boundary.metrics)
+        if np.isfinite(random_density):
+            metrics["robust_boundary_density_random"] = random_density
+        metrics.update(_replay_metrics(replayed))
+        _save_replay(context, settings, outcome, boundary.attack, replayed)
         complete = outcome.finished_presets and outcome.coverage >= settings.coverage_min
         curves = {name: {"auc": curve.auc, "breaking_point": curve.breaking_point,
+                         "breaking_interval": curve.breaking_interval(),
                          "bisections": curve.bisections, "cases": len(curve.cases),
                          "complete": curve.complete(settings.severities)}
                   for name, curve in outcome.curves.items() if curve.scored}
@@ -310,14 +397,174 @@ class RobustnessEvaluation(PostJobEvaluation):
         return EvaluationResult(
             status="partial" if reasons else "ok",
             reason="; ".join(reasons),
-            metrics=metrics, files=[CASES_FILE],
+            metrics=metrics, files=[CASES_FILE] + boundary.files,
             info={"stop_reason": outcome.stop_reason, "coverage": outcome.coverage,
                   "cells_total": outcome.cells_total, "cells_exercised": outcome.cells_exercised,
-                  "curves": curves, "not_applicable": not_applicable, "importance": importance[:20],
+                  "curves": curves, "not_applicable": {**not_applicable, **boundary.not_applicable},
+                  "importance": importance[:20],
                   "importance_note": importance_note, "clean_result": scorer.clean,
                   "constant_result": scorer.constant, "setup_s": setup_s,
                   "cases_s": float(sum(c.wall_s for c in cases)),
-                  "failures": sorted({c.error for c in cases if c.status == "failure"})[:10], **info})
+                  "failures": sorted({c.error for c in cases if c.status == "failure"})[:10],
+                  "boundary": boundary.info, "generation_stopped_by": boundary.stopped_by,
+                  "replay": {"note": replay_note, "cases": [asdict(c) for c in replayed]}, **info})
+
+
+@dataclass
+class Boundary:
+    """What the adversarial search and the steering found (see _boundary)."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    stopped_by: str = ""
+    attack: AttackOutcome | None = None
+
+
+def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSettings) -> Boundary:
+    """Adversarial boundary samples on a seeded sample of test rows, then steering towards the boundary,
+    then the effectiveness signals over every generated case; each part within the time left."""
+    fold, out = context.fold, Boundary()
+    task = fold.task
+    space = FeatureSpace.of(fold.X_train, dict(task.column_roles))
+    classes = [str(c) for c in task.classes] if task.is_classification else None
+    target_spread = 1.0
+    if classes is None:
+        spread = float(pd.to_numeric(fold.y_train, errors="coerce").std())
+        target_spread = spread if np.isfinite(spread) and spread > 0 else 1.0
+    mean_row_s = [0.0]
+    attack_floor = RESERVE_S + STEER_SHARE * settings.time_s
+
+    def attack_time() -> bool:
+        return context.time_left_s() > attack_floor + 1.5 * mean_row_s[0]
+
+    if not settings.adversarial_rows:
+        out.not_applicable["adversarial"] = "robustness.adversarial_rows is 0"
+    elif not space.dimensions:
+        out.not_applicable["adversarial"] = "no numeric or categorical feature to perturb"
+    else:
+        rng = np.random.default_rng(settings.seed)
+        rows = sorted(rng.choice(len(fold.X_test), min(settings.adversarial_rows, len(fold.X_test)),
+                                 replace=False).tolist())
+        attack_settings = AttackSettings(max_iter=settings.attack_iterations,
+                                         flip_budget=settings.flip_budget,
+                                         regression_share=settings.regression_share, seed=settings.seed)
+
+        started = time.perf_counter()
+        attack = attack_rows(scorer.model, space, fold.X_test, fold.X_train, rows, classes, target_spread,
+                             attack_settings, _RowTimer(attack_time, mean_row_s))
+        out.attack = attack
+        out.metrics.update(attack.metrics(settings.flip_budget))
+        out.metrics["robust_adv_s"] = time.perf_counter() - started
+        table = pd.DataFrame([asdict(a) for a in attack.attacks])
+        table.to_csv(context.folder / ADVERSARIAL_FILE, index=False)
+        out.files.append(ADVERSARIAL_FILE)
+        errors = sorted({a.error for a in attack.attacks if a.error})
+        out.info["adversarial"] = {
+            "stop_reason": attack.stop_reason, "planned": attack.planned, "attacked": len(attack.attacks),
+            "features_changed": attack.features_changed(), "errors": errors[:5],
+            "kind": "black-box (HopSkipJump, decision-based)",
+            "units": "numeric features in training spreads; a category change is one unit"}
+        if attack.boundary_rows is not None and classes is not None:
+            try:
+                proba = np.asarray(scorer.model.predict_proba(attack.boundary_rows), dtype=float)
+                scorer.observed.append(Observation.of(proba, None, None))
+            except Exception as exc:  # noqa: BLE001 - the signals go on without these rows
+                out.info["adversarial"]["signal_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    if classes is None:
+        out.not_applicable["boundary_density"] = "regression has no class margin"
+        out.stopped_by = "nothing to steer: boundary density needs class probabilities"
+        return out
+    steer_settings = SteerSettings(delta=settings.boundary_delta, target=settings.boundary_target,
+                                   seed=settings.seed)
+    try:
+        steered = steer(scorer.model, space, fold.X_test, classes, scorer.observed, steer_settings,
+                        lambda: context.time_left_s() > RESERVE_S)
+    except Exception as exc:  # noqa: BLE001 - the steering is recorded as failed; the figures so far stand
+        out.stopped_by = f"steering failed ({type(exc).__name__}: {exc})".splitlines()[0][:300]
+    else:
+        out.stopped_by = steered.stop_reason
+        out.metrics["robust_boundary_cases"] = float(steered.cases)
+        if np.isfinite(steered.density_steered):
+            out.metrics["robust_boundary_density_steered"] = steered.density_steered
+        out.info["steering"] = asdict(steered)
+    density = boundary_density(scorer.observed, settings.boundary_delta)
+    if np.isfinite(density):
+        out.metrics["robust_boundary_density"] = density
+    capture = anomaly_capture(scorer.observed)
+    if np.isfinite(capture):
+        out.metrics["robust_anomaly_auroc"] = capture
+    return out
+
+
+class _RowTimer:
+    """has_time for the attack that learns the cost of a row from the rows done so far."""
+
+    def __init__(self, has_time: Callable[[], bool], mean_row_s: list[float]) -> None:
+        self.has_time, self.mean_row_s, self.last = has_time, mean_row_s, None
+
+    def __call__(self) -> bool:
+        now = time.perf_counter()
+        if self.last is not None:
+            spent = now - self.last
+            self.mean_row_s[0] = 0.7 * self.mean_row_s[0] + 0.3 * spent if self.mean_row_s[0] else spent
+        self.last = now
+        return self.has_time()
+
+
+def _replay(context: EvaluationContext, scorer: Scorer, settings: RobustnessSettings,
+            has_time: Callable[[], bool]) -> tuple[list[ReplayCase], str]:
+    """The cases saved by an earlier execution of this job, replayed before anything else."""
+    job = context.job
+    path = replay_path(context.job_dir, context.spec.name, job.framework_id, int(job.fold))
+    cases, note = replay.load(path, str(job.data_version))
+    if not cases:
+        return [], note
+    X = context.fold.X_test
+    move = None
+    if not context.fold.task.is_classification:
+        spread = float(pd.to_numeric(context.fold.y_train, errors="coerce").std())
+        move = settings.regression_share * (spread if np.isfinite(spread) and spread > 0 else 1.0)
+
+    def run_corruption(case: ReplayCase) -> None:
+        if case.corruption not in CORRUPTIONS:
+            case.result = f"corruption {case.corruption} no longer exists"
+            return
+        if case.target == FRAME:
+            scorer.targets.setdefault(case.corruption, CORRUPTIONS[case.corruption].targets(X, scorer.facts))
+        found = scorer(case.corruption, case.target, case.severity, "replay")
+        case.still_breaks = found.broken
+        case.result = f"degradation {found.degradation:.3f} ({found.status})"
+
+    stop = replay.replay_all(cases, run_corruption,
+                             lambda c: replay.replay_adversarial(c, scorer.model, X, move), len(X), has_time)
+    return cases, "; ".join(n for n in (note, stop) if n)
+
+
+def _replay_metrics(replayed: list[ReplayCase]) -> dict[str, float]:
+    done = [c for c in replayed if c.still_breaks is not None]
+    if not replayed:
+        return {}
+    return {"robust_replayed": float(len(done)),
+            "robust_replay_still_breaking": float(sum(bool(c.still_breaks) for c in done))}
+
+
+def _save_replay(context: EvaluationContext, settings: RobustnessSettings, outcome: Any,
+                 attack: AttackOutcome | None, replayed: list[ReplayCase]) -> None:
+    """Saves what broke the model this time, with what still breaks it from earlier executions."""
+    if not settings.replay:
+        return
+    job = context.job
+    key = str(job.key)
+    found = [c for c in replayed if c.still_breaks]
+    found += [ReplayCase("corruption", corruption=c.corruption, target=c.target, severity=c.severity,
+                         found_by=key) for c in outcome.all_cases() if c.broken and c.phase != "replay"]
+    if attack is not None:
+        found += [ReplayCase("adversarial", row=a.row, perturbed=a.perturbed, before=a.before, found_by=key)
+                  for a in attack.attacks if a.flipped]
+    path = replay_path(context.job_dir, context.spec.name, job.framework_id, int(job.fold))
+    replay.save(path, str(job.data_version), found)
 
 
 EVALUATION = RobustnessEvaluation()

@@ -21,6 +21,7 @@ FRAME = "*"  # the target of a frame-wide case
 
 
 BUILD_ERROR = "build error"  # Case.status of a corrupted copy that could not be made
+CURVE_PHASES = ("preset", "bisect")  # the phases drawn several times (a coverage case is drawn once)
 
 
 @dataclass
@@ -41,11 +42,19 @@ class Case:
     degradation: float = float("nan")
     broken: bool = False
     wall_s: float = 0.0
-    scores: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)  # of the first draw
+    # Several draws (other seeds, same severity) per case: result and degradation above are their
+    # mean, `broken` is the mean's verdict; the draws give the band and the breaking interval.
+    draws: int = 1
+    degradation_low: float = float("nan")  # lowest and highest degradation over the draws: the band
+    degradation_high: float = float("nan")
+    degradation_std: float = float("nan")
+    draw_broken: list[bool] = field(default_factory=list)  # per draw, in draw order
 
     def row(self) -> dict[str, Any]:
         data = asdict(self)
         scores = data.pop("scores")
+        data["draw_broken"] = "".join("1" if b else "0" for b in self.draw_broken)
         return {**data, **{f"score_{name}": value for name, value in scores.items()}}
 
 
@@ -106,6 +115,19 @@ class Curve:
     def breaking_point(self) -> float | None:
         bracket = self.bracket()
         return bracket[1] if bracket else None
+
+    def breaking_interval(self) -> tuple[float, float] | None:
+        """(lowest, highest) over the draws of each draw's own breaking severity (1.0 for a draw
+        that held everywhere), or None when no draw broke: how far one random draw could have put
+        the breaking point. Draw k of every case shares its seeds' draw index, so it is one curve."""
+        ordered = sorted(self.scored, key=lambda c: c.severity)
+        draws = min((len(c.draw_broken) for c in ordered), default=0)
+        if not draws:
+            return None
+        points = [next((c.severity for c in ordered if c.draw_broken[k]), 1.0) for k in range(draws)]
+        if not any(c.draw_broken[k] for c in ordered for k in range(draws)):
+            return None
+        return min(points), max(points)
 
 
 @dataclass

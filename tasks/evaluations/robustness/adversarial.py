@@ -1,0 +1,185 @@
+"""Adversarial boundary samples: the smallest perturbation of a test row that flips its prediction.
+
+Black-box and decision-based, through the model's predictions only, so every framework is treated
+alike: the Adversarial Robustness Toolbox's HopSkipJump (Chen et al. 2020) walks along the decision
+boundary from a random point of another class towards the row. It searches in the
+`FeatureSpace` (numeric features in spreads, a category change one unit). For regression the
+"class" is whether the prediction moved by at least `regression_share` of the target's spread.
+
+Each row is attacked on its own, so a time limit ends the search between rows with what was found
+kept; an attack that raises on a row is recorded with its error and the next row goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.evaluations.robustness.space import FeatureSpace
+
+
+@dataclass(frozen=True)
+class AttackSettings:
+    rows: int = 8  # test rows attacked (those nearest the boundary first)
+    max_iter: int = 5  # HopSkipJump iterations per row
+    max_eval: int = 100  # gradient-estimate queries per iteration at most
+    init_eval: int = 10
+    init_size: int = 20  # random starts tried to find a point of another class
+    batch_size: int = 64  # rows per predict call
+    flip_budget: float = 1.0  # "flipped within a small budget": at most this many units
+    regression_share: float = 0.5  # of the target's spread, for regression
+    seed: int = 0
+
+
+@dataclass
+class RowAttack:
+    row: int  # position in the test fold
+    flipped: bool = False
+    distance: float = float("nan")  # units of the feature space; NaN when not flipped
+    changed: list[str] = field(default_factory=list)
+    before: str = ""  # the prediction on the row, and on the perturbed row (as text)
+    after: str = ""
+    perturbed: dict[str, Any] = field(default_factory=dict)  # changed columns -> new value (for replay)
+    error: str = ""
+    queries: int = 0
+    wall_s: float = 0.0
+
+
+@dataclass
+class AttackOutcome:
+    attacks: list[RowAttack]
+    planned: int
+    stop_reason: str
+    boundary_rows: pd.DataFrame | None = None  # the perturbed rows found, one per flipped attack
+
+    def metrics(self, budget: float) -> dict[str, float]:
+        done = [a for a in self.attacks if not a.error]
+        metrics = {"robust_adv_errors": float(len(self.attacks) - len(done))} if self.attacks else {}
+        if not done:
+            return metrics
+        distances = np.array([a.distance for a in done if a.flipped])
+        metrics["robust_adv_rows"] = float(len(done))
+        metrics["robust_adv_flip_share"] = float(np.mean([a.flipped and a.distance <= budget for a in done]))
+        if len(distances):
+            metrics["robust_adv_flip_median"] = float(np.median(distances))
+            metrics["robust_adv_flip_p10"] = float(np.percentile(distances, 10))
+        return metrics
+
+    def features_changed(self, top: int = 5) -> list[tuple[str, int]]:
+        counts: dict[str, int] = {}
+        for attack in self.attacks:
+            if attack.flipped:
+                for column in attack.changed:
+                    counts[column] = counts.get(column, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+
+
+class Oracle:
+    """The model as the attack sees it: vectors in, one-hot decisions out, queries counted."""
+
+    def __init__(self, model: Any, space: FeatureSpace, classes: list[str] | None, target_spread: float,
+                 settings: AttackSettings) -> None:
+        self.model, self.space, self.classes = model, space, classes
+        self.target_spread, self.settings, self.queries = target_spread, settings, 0
+
+    def labels(self, frame: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.model.predict(frame)).astype(str)
+
+    def decision(self, template: pd.DataFrame, mutable: np.ndarray,
+                 reference: Any) -> Callable[..., np.ndarray]:
+        """predict_fn for one row: classification, one-hot over the classes; regression, one-hot of
+        (moved by less, moved by at least regression_share x the target's spread)."""
+
+        def predict(vectors: np.ndarray) -> np.ndarray:
+            n = len(vectors)
+            self.queries += n
+            frame = self.space.decode(vectors, pd.concat([template] * n, ignore_index=True),
+                                      np.repeat(mutable, n, axis=0))
+            if self.classes is None:
+                moved = np.abs(np.asarray(self.model.predict(frame), dtype=float) - float(reference))
+                hit = moved >= self.settings.regression_share * self.target_spread
+                return np.eye(2)[hit.astype(int)]
+            labels = self.labels(frame)
+            index = {c: i for i, c in enumerate(self.classes)}
+            return np.eye(len(self.classes))[[index.get(label, 0) for label in labels]]
+
+        return predict
+
+
+def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.DataFrame, rows: list[int],
+                classes: list[str] | None, target_spread: float, settings: AttackSettings,
+                has_time: Callable[[], bool]) -> AttackOutcome:
+    """HopSkipJump on each of `rows` (positions in X) in turn, while `has_time()`."""
+    # ART is imported here, not at the top: importing it imports torch and every attack (seconds),
+    # which the registry, the report and a stage with adversarial_rows 0 should not pay.
+    from art.attacks.evasion import HopSkipJump
+    from art.estimators.classification import BlackBoxClassifier
+
+    low, high = space.bounds(train)
+    oracle = Oracle(model, space, classes, target_spread, settings)
+    vectors, mutable = space.encode(X)
+    attacks: list[RowAttack] = []
+    found: list[pd.DataFrame] = []
+    stop = f"all {len(rows)} planned rows attacked"
+    np.random.seed(settings.seed)  # HopSkipJump draws from numpy's global generator
+    logging.getLogger("art").setLevel(logging.ERROR)  # it logs every failed start as an error
+    for position in rows:
+        if not has_time():
+            stop = f"time limit reached after {len(attacks)} of {len(rows)} planned rows"
+            break
+        started, before_queries = time.perf_counter(), oracle.queries
+        template = X.iloc[[position]].reset_index(drop=True)
+        row_mutable = mutable[[position]]
+        original = vectors[[position]]
+        attack = RowAttack(row=int(position))
+        try:
+            if classes is None:
+                reference = float(np.asarray(model.predict(template), dtype=float)[0])
+                attack.before, n_classes = f"{reference:.6g}", 2
+            else:
+                reference = oracle.labels(template)[0]
+                attack.before, n_classes = reference, len(classes)
+            # Coordinates the row cannot change (a missing cell) are pinned by the clip box.
+            row_low = np.where(row_mutable[0], low, original[0]).astype(np.float32)
+            row_high = np.where(row_mutable[0], high, original[0]).astype(np.float32)
+            classifier = BlackBoxClassifier(oracle.decision(template, row_mutable, reference),
+                                            input_shape=(space.dimensions,), nb_classes=n_classes,
+                                            clip_values=(row_low, row_high))
+            hop = HopSkipJump(classifier, batch_size=settings.batch_size, targeted=False, norm=2,
+                              max_iter=settings.max_iter, max_eval=settings.max_eval,
+                              init_eval=settings.init_eval, init_size=settings.init_size, verbose=False)
+            start = np.clip(original, row_low, row_high)
+            moved = hop.generate(x=start.astype(np.float32))
+            perturbed = space.decode(moved, template, row_mutable)
+            encoded, _ = space.encode(perturbed)
+            if classes is None:
+                after = float(np.asarray(model.predict(perturbed), dtype=float)[0])
+                attack.after = f"{after:.6g}"
+                attack.flipped = abs(after - reference) >= settings.regression_share * target_spread
+            else:
+                attack.after = oracle.labels(perturbed)[0]
+                attack.flipped = attack.after != attack.before
+            if attack.flipped:
+                attack.distance, attack.changed = space.distance(original[0], encoded[0])
+                attack.perturbed = {c: _plain(perturbed.loc[0, c]) for c in attack.changed}
+                found.append(perturbed)
+        except Exception as exc:  # noqa: BLE001 - an attack that fails on a model is recorded; the rest goes on
+            attack.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        attack.queries = oracle.queries - before_queries
+        attack.wall_s = time.perf_counter() - started
+        attacks.append(attack)
+    boundary = pd.concat(found, ignore_index=True) if found else None
+    return AttackOutcome(attacks, len(rows), stop, boundary)
+
+
+def _plain(value: Any) -> Any:
+    """A cell as JSON can hold it."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -1,0 +1,294 @@
+"""Robustness cases that hunt for failures: several draws per curve point with their band and
+breaking interval; HopSkipJump boundary samples whose flip distance matches a planted boundary;
+steering that raises the boundary density on a real hgb model; the effectiveness signals by hand;
+the cases that broke a model replayed first by the next execution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from jobs_support.tiny_project import make_project
+from sklearn.linear_model import LogisticRegression
+
+from tasks.errors import UserError
+from tasks.evaluations.base import EvaluationContext
+from tasks.evaluations.registry import all_evaluations
+from tasks.evaluations.robustness import RobustnessSettings, Scorer, case_seed
+from tasks.evaluations.robustness.adversarial import AttackSettings, attack_rows
+from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
+from tasks.evaluations.robustness.replay import REPLAY_DIR
+from tasks.evaluations.robustness.search import FRAME, Case, Curve, degradation
+from tasks.evaluations.robustness.signals import (
+    Observation,
+    activation_coverage,
+    anomaly_capture,
+    boundary_density,
+)
+from tasks.evaluations.robustness.space import FeatureSpace
+from tasks.evaluations.robustness.steering import SteerSettings, steer
+from tasks.evaluations.stage import run_evaluations
+from tasks.frameworks.base import FittedModel
+from tasks.frameworks.registry import get_adapter
+from tasks.jobs import run_job
+from tasks.plan import Job
+from tasks.specs import Budget, DatasetSpec, load_suite
+
+BUDGET = Budget(name="robust", time_s=5, cores=1, memory_mb=2000)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, DatasetSpec]:
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    return make_project(tmp_path / "project", rows=200)
+
+
+def _hgb_context(spec: DatasetSpec, tmp_path: Path, draws: int = 1) -> tuple[EvaluationContext, Scorer]:
+    job = Job("robust", spec.name, "v1", "hgb", None, 0, 0, BUDGET, {})
+    folder = tmp_path / "eval"
+    folder.mkdir(exist_ok=True)
+    context = EvaluationContext(job=job, spec=spec, job_dir=tmp_path, folder=folder,
+                                settings=RobustnessSettings(enabled=True), cores=[])
+    fold = context.fold
+    context.__dict__["model"] = get_adapter("hgb").fit(fold.X_train, fold.y_train, task=fold.task,
+                                                      budget=BUDGET, params={}, workdir=folder, seed=0)
+    facts = FrameFacts(roles=dict(fold.task.column_roles))
+    return context, Scorer(context, context.model, facts, {}, 0.5, 0, draws)
+
+
+# ---------------------------------------------------------------- draws, band, breaking interval
+
+
+def test_a_curve_point_is_the_mean_of_its_draws_with_their_band(project: dict[str, DatasetSpec],
+                                                                 tmp_path: Path) -> None:
+    context, scorer = _hgb_context(project["binary"], tmp_path, draws=3)
+    targets = ["x1", "x2"]
+    scorer.targets = {"gaussian_noise": targets}
+    case = scorer("gaussian_noise", FRAME, 0.5, "preset")
+    # Each draw by hand: its own seeds, the same severity.
+    results = []
+    for draw in range(3):
+        seeds = {t: case_seed("v1", 0, "gaussian_noise", t, 0.5, 0, draw) for t in targets}
+        corrupted, _ = corrupt(scorer.X, CORRUPTIONS["gaussian_noise"], targets, 0.5, seeds.__getitem__,
+                               scorer.facts)
+        results.append(scorer.predict_and_score(corrupted)["result"])
+    assert len(set(results)) > 1  # the draws differ: other rows, other noise
+    assert case.draws == 3 and case.result == pytest.approx(np.mean(results))
+    found = [degradation(scorer.clean, scorer.constant, r) for r in results]
+    assert (case.degradation_low, case.degradation_high) == pytest.approx((min(found), max(found)))
+    assert case.degradation_low <= case.degradation <= case.degradation_high
+    assert case.draw_broken == [d > 0.5 for d in found]
+    # Draw 0 is the copy a single-draw run made, so earlier cases tables stay comparable.
+    key = ("v1", 0, "gaussian_noise", "x1", 0.5, 0)
+    assert case_seed(*key, 0) == case_seed(*key)
+    assert scorer("gaussian_noise", "x1", 0.5, "coverage").draws == 1  # coverage cells: one draw
+
+
+def _case(severity: float, draws: list[bool], mean_broken: bool) -> Case:
+    return Case("missing_mcar", "missing", FRAME, severity, "preset", draws=len(draws), broken=mean_broken,
+                degradation=0.6 if mean_broken else 0.2, draw_broken=draws)
+
+
+def test_the_breaking_interval_spans_each_draws_own_breaking_point() -> None:
+    curve = Curve("missing_mcar", "missing", [
+        _case(0.1, [False, False, False], False), _case(0.25, [True, False, False], False),
+        _case(0.5, [True, True, False], True), _case(1.0, [True, True, False], True)])
+    assert curve.breaking_point == 0.5  # the mean's verdict
+    assert curve.breaking_interval() == (0.25, 1.0)  # draw 0 broke at 0.25, draw 2 held everywhere
+    held = Curve("x", "missing", [_case(0.5, [False, False], False)])
+    assert held.breaking_interval() is None and held.breaking_point is None
+
+
+# ---------------------------------------------------------------- adversarial boundary samples
+
+
+class PlantedLogistic(FittedModel):
+    """A logistic regression on two numeric features: its boundary w.x + b = 0 is known."""
+
+    def __init__(self, X: pd.DataFrame, y: np.ndarray) -> None:
+        self.fitted = LogisticRegression().fit(X[["a", "b"]], y)
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return self.fitted.predict(X[["a", "b"]])
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame(self.fitted.predict_proba(X[["a", "b"]]), columns=self.fitted.classes_)
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+def test_hopskipjump_finds_the_analytic_flip_distance_of_a_planted_boundary() -> None:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(0, 2, 300), "b": rng.normal(5, 1, 300)})
+    y = np.where(X["a"] / 2 + (X["b"] - 5) > 0.3, "yes", "no")
+    model = PlantedLogistic(X, y)
+    space = FeatureSpace.of(X, {"a": "numeric", "b": "numeric"})
+    rows = [0, 1, 2, 3]
+    outcome = attack_rows(model, space, X, X, rows, ["no", "yes"], 1.0, AttackSettings(max_iter=20),
+                          lambda: True)
+    w, b = model.fitted.coef_[0], model.fitted.intercept_[0]
+    # Distance to the hyperplane in spread units: |w.x + b| / ||w * spread||.
+    analytic = np.abs(X.to_numpy()[rows] @ w + b) / np.linalg.norm(w * space.spread)
+    found = np.array([a.distance for a in outcome.attacks])
+    assert all(a.flipped for a in outcome.attacks)
+    # An attack's answer is an upper bound of the minimum; 20 iterations come within a quarter.
+    assert np.all(found >= analytic * 0.99) and np.all(found <= analytic * 1.3), found / analytic
+    metrics = outcome.metrics(budget=1.0)
+    assert metrics["robust_adv_flip_median"] == pytest.approx(np.median(found))
+    assert metrics["robust_adv_flip_share"] == pytest.approx(np.mean(found <= 1.0))
+    assert {name for name, _ in outcome.features_changed()} <= {"a", "b"}
+
+
+def test_a_categorical_change_counts_one_unit_and_decodes_to_a_seen_category() -> None:
+    train = pd.DataFrame({"n": [0.0, 1.0, 2.0, 3.0], "c": ["r", "g", "b", "g"]})
+    space = FeatureSpace.of(train, {"n": "numeric", "c": "categorical"})
+    vectors, mutable = space.encode(train)
+    moved = vectors.copy()
+    assert space.categories["c"] == ["b", "g", "r"] and vectors[0, 1] == 2
+    moved[0, 1] = 0.2  # rounds to index 0: two indices away, still one change of category
+    frame = space.decode(moved, train, mutable)
+    assert frame.loc[0, "c"] == "b"
+    distance, changed = space.distance(vectors[0], space.encode(frame)[0][0])
+    assert distance == pytest.approx(1.0) and changed == ["c"]
+
+
+class RaisesOnPredict(FittedModel):
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        raise RuntimeError("cannot predict on this")
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+def test_an_attack_that_fails_is_recorded_and_the_rest_goes_on() -> None:
+    X = pd.DataFrame({"a": np.arange(10.0), "b": np.arange(10.0) % 3})
+    space = FeatureSpace.of(X, {})
+    outcome = attack_rows(RaisesOnPredict(), space, X, X, [0, 1, 2], ["0", "1"], 1.0, AttackSettings(),
+                          lambda: True)
+    assert len(outcome.attacks) == 3 and all("cannot predict" in a.error for a in outcome.attacks)
+    assert outcome.metrics(1.0) == {"robust_adv_errors": 3.0}
+
+
+# ---------------------------------------------------------------- signals and steering
+
+
+def test_steering_raises_the_boundary_density_of_random_corruptions_on_hgb(project: dict[str, DatasetSpec],
+                                                                           tmp_path: Path) -> None:
+    context, scorer = _hgb_context(project["binary"], tmp_path)
+    scorer.targets = {"gaussian_noise": ["x1", "x2"], "missing_mcar": ["x1", "x2", "color"]}
+    for name in scorer.targets:
+        for severity in (0.25, 0.5, 1.0):
+            scorer(name, FRAME, severity, "preset")
+    settings = SteerSettings(delta=0.1, target=0.5, max_rounds=8)
+    random_density = boundary_density(scorer.observed, settings.delta)
+    fold = context.fold
+    space = FeatureSpace.of(fold.X_train, dict(fold.task.column_roles))
+    outcome = steer(scorer.model, space, fold.X_test, [str(c) for c in fold.task.classes], scorer.observed,
+                    settings, lambda: True)
+    assert outcome.density_before == pytest.approx(random_density)
+    # Measured: 0.04 from the random corruptions, 0.13 after 8 rounds (0.38 over the steered cases).
+    assert outcome.cases == 8 * settings.batch and outcome.density_after > 2 * random_density
+    assert outcome.density_steered > 4 * random_density
+    assert outcome.density_after == pytest.approx(boundary_density(scorer.observed, settings.delta))
+    if outcome.density_after >= settings.target:
+        assert "reached its target" in outcome.stop_reason
+
+
+def test_anomaly_capture_is_one_half_for_a_constant_model_and_one_for_an_honest_one() -> None:
+    truth = np.array(["a", "b"] * 50)
+    constant = Observation.of(np.tile([0.7, 0.3], (100, 1)), np.full(100, "a"), truth)
+    assert anomaly_capture([constant]) == pytest.approx(0.5)
+    # Confident where right, unsure where wrong: (1 - confidence) separates them perfectly.
+    proba = np.where((truth == "a")[:, None], [0.9, 0.1], [0.6, 0.4])
+    honest = Observation.of(proba, np.full(100, "a"), truth)
+    assert anomaly_capture([honest]) == pytest.approx(1.0)
+    assert boundary_density([honest], delta=0.25) == pytest.approx(0.5)  # margins 0.8 and 0.2
+
+
+def test_activation_coverage_by_hand() -> None:
+    torch = pytest.importorskip("torch")
+    layer = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]))
+        layer.bias.zero_()
+    net = torch.nn.Sequential(layer, torch.nn.ReLU())
+    # Inputs with positive x1 only: neuron 0 fires, neuron 1 (x2 = 0) and 2 (negative) never do.
+    inputs = torch.tensor([[1.0, 0.0], [2.0, 0.0]])
+    # Leaf layers: Linear (3 outputs: 1 above 0) and ReLU (3 outputs: 1 above 0): 2 of 6.
+    assert activation_coverage(net, inputs, threshold=0.0) == pytest.approx(2 / 6)
+    assert activation_coverage(net, torch.tensor([[1.0, 1.0], [-1.0, -1.0]]), 0.0) == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- the stage: figures and replay
+
+
+def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str, DatasetSpec],
+                                                              tmp_path: Path) -> None:
+    spec = project["binary"]
+    job = Job("robust", spec.name, "v0", "hgb", None, 0, 0, BUDGET, {})
+    job_dir = tmp_path / "runs" / "robust" / job.key
+    result = run_job(job, spec, job_dir)
+    assert result.status == "ok", result.error
+    block = {"enabled": True, "time_s": 40, "corruptions": ["gaussian_noise", "missing_mcar"],
+             "severities": [0.5, 1.0], "coverage_min": 0.0, "draws": 2, "adversarial_rows": 3,
+             "attack_iterations": 2, "boundary_target": 0.0}
+    first = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
+    assert first["status"] == "ok", first["reason"]
+    metrics = first["metrics"]
+    print(json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]["boundary"])
+    assert metrics["robust_adv_rows"] == 3 and metrics["robust_adv_flip_median"] > 0
+    assert 0 <= metrics["robust_boundary_density"] <= 1 and "robust_boundary_density_random" in metrics
+    assert "robust_replayed" not in metrics  # nothing saved yet
+    saved = json.loads(next((job_dir.parent / REPLAY_DIR).glob("tiny_binary__hgb__fold0.json")).read_text())
+    flipped = [c for c in saved["cases"] if c["kind"] == "adversarial"]
+    assert flipped and saved["data_version"] == "v0"
+    second = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
+    info = json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]
+    replayed = info["replay"]["cases"]
+    assert len(replayed) == len(saved["cases"]) == second["metrics"]["robust_replayed"]
+    # The same model, the same rows: every adversarial row still flips it.
+    assert all(c["still_breaks"] for c in replayed if c["kind"] == "adversarial")
+    assert second["metrics"]["robust_replay_still_breaking"] >= len(flipped)
+    assert "reached its target 0.00" in info["generation_stopped_by"]  # target 0: no steering needed
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("{enabled: true, boundary_target: 1.5}", r"s\.yaml: field 'robustness\.boundary_target'"),
+    ("{enabled: true, draws: 0}", r"s\.yaml: field 'robustness\.draws'"),
+])
+def test_bad_targets_are_one_sentence(project: dict[str, DatasetSpec], tmp_path: Path, block: str,
+                                      message: str) -> None:
+    path = tmp_path / "project" / "specs" / "suites" / "s.yaml"
+    path.write_text(f"datasets: [tiny_binary]\nframeworks: [constant]\nbudget: smoke\nrobustness: {block}\n")
+    with pytest.raises(UserError, match=message):
+        load_suite(path, all_evaluations())
+
+
+def test_the_report_shows_flip_distances_signals_and_breaking_intervals(tmp_path: Path) -> None:
+    from tasks.report import robustness
+    from tasks.report.jobs import prepare
+
+    rows = [{"dataset": "d1", "framework": f, "status": "ok", "metric": "auc", "auc": 0.8, "result": 0.8,
+             "robust_auc": 0.7, "fold": fold, "seed": 0, "robust_adv_flip_median": median + fold,
+             "robust_adv_flip_p10": 0.1, "robust_adv_flip_share": 0.5, "robust_anomaly_auroc": 0.7,
+             "robust_boundary_density_random": 0.05, "robust_boundary_density_steered": 0.4,
+             "robust_missing_mcar_breaking": 0.5, "robust_missing_mcar_breaking_low": 0.25,
+             "robust_missing_mcar_breaking_high": 1.0}
+            for f, median in (("a", 1.0), ("b", 3.0)) for fold in (0, 1)]
+    cases = pd.DataFrame([{"dataset": "d1", "framework": "a", "corruption": "missing_mcar", "target": FRAME,
+                           "severity": s, "degradation": s / 2, "degradation_low": s / 3,
+                           "degradation_high": s / 1.5, "status": "ok"} for s in (0.25, 0.5, 1.0)])
+    report = robustness.build(prepare(pd.DataFrame(rows)), cases, tmp_path)
+    adaptive = report.adaptive.set_index("framework")
+    assert adaptive.loc["a", "flip_median"] == pytest.approx(1.5)  # mean over the folds
+    assert adaptive.loc["b", "density_steered"] == pytest.approx(0.4)
+    intervals = report.intervals.set_index("framework")
+    assert tuple(intervals.loc["a", ["breaking_point", "low", "high"]]) == pytest.approx((0.5, 0.25, 1.0))
+    assert {"degradation_low", "degradation_high"} <= set(report.curves.columns)
+    text = "\n".join(robustness.markdown(report, lambda frame: frame.to_string()))
+    assert "Boundary samples and effectiveness signals" in text and "interval over the draws" in text
+    assert (tmp_path / "robust_adaptive.csv").is_file() and (tmp_path / "robust_curves_d1.png").is_file()
