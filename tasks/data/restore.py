@@ -40,13 +40,14 @@ def local_remotes(root: Path) -> dict[str, Path]:
             continue
         config.read(root / name, encoding="utf-8")
         for section in config.sections():
-            if not section.startswith("remote"):
+            title = section.strip("'")  # DVC writes ['remote "NAME"']
+            if not title.startswith("remote "):
                 continue
             url = config[section].get("url", "")
             if "://" in url and not url.startswith("file://"):
                 continue  # s3, gs, ssh...: DVC itself would fetch them; nothing reachable here
             folder = Path(url.removeprefix("file://"))
-            remote = section.partition(" ")[2].strip().strip('"')
+            remote = title.partition(" ")[2].strip().strip('"')
             found[remote] = folder if folder.is_absolute() else (root / ".dvc" / folder).resolve()
     return found
 

@@ -12,9 +12,7 @@ Bad inputs are one sentence each (exit 2 from the command), with nothing run.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,21 +42,24 @@ def _flip_labels(csv: Path, target: str, share: float) -> None:
     frame.to_csv(csv, index=False)
 
 
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AUTOML_EVAL_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-c", "from flows.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=home,
-        timeout=120,
-    )
+def _cli_exit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str]:
+    """The command in this process (a subprocess would import MLflow and Prefect again)."""
+    from flows.cli import main
+
+    capsys.readouterr()  # what the flows printed before: not this command's
+    monkeypatch.setattr(sys, "argv", ["automl-eval", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    return int(exited.value.code or 0), captured.out + captured.err
 
 
 def test_planted_two_factor_regression_is_split_between_data_version_and_params(
-    data_home,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001 - conftest fixture
+    data_home,  # noqa: ANN001 - conftest fixture
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     home = data_home("breast_cancer")
     shutil.copy(ROOT / "specs" / "budgets.yaml", home / "specs" / "budgets.yaml")
@@ -127,8 +128,10 @@ def test_planted_two_factor_regression_is_split_between_data_version_and_params(
     assert read.execution(cand_id).get("attribution_main_factor", "").startswith("data_version")
 
     # Bad input: one sentence, exit 2, nothing run.
-    unknown = _cli(home, "explain-regression", "0" * 32, cand_id)
-    assert unknown.returncode == 2 and "no run with id" in unknown.stderr + unknown.stdout
+    code, said = _cli_exit(monkeypatch, capsys, "explain-regression", "0" * 32, cand_id)
+    assert code == 2 and "no run with id" in said and len(said.strip().splitlines()) == 1
+    code, said = _cli_exit(monkeypatch, capsys, "explain-regression", base_id, cand_id, "--max-jobs", "0")
+    assert code == 2 and "--max-jobs is 0" in said
     other_suite = by_label["+params"]
     with pytest.raises(UserError, match="explain two executions of one suite"):
         explain(base_id, other_suite)
