@@ -359,6 +359,7 @@ def benchmark(
     parallel: int | None = None,
     trigger: str = "cli",
     dispatcher: Any = None,
+    report: bool = True,
 ) -> dict[str, Any]:
     """Run a suite (narrowed by the other arguments), record every job in MLflow, publish the leaderboard
     and the report.
@@ -368,6 +369,8 @@ def benchmark(
     trigger: what started it (cli, manual, nightly), tagged on a fresh execution.
     dispatcher: what runs the jobs (a flows.dispatch.Dispatcher); default: as the mode says
     (flows.team_dispatch.choose_dispatcher), `parallel` at once in embedded mode.
+    report: build and publish the execution's report (the mixes of an attribution are reported
+    together by flows/explain_regression.py instead).
     """
     try:
         sync_pending()  # results that finished but were never logged go in first
@@ -481,7 +484,8 @@ def benchmark(
     if store_away:  # `automl-eval sync` ends the execution once its results are logged
         defer_finish(chosen, finished=covers_execution, summary_markdown=markdown,
                               data_gate_failures=gate_failures)
-    report_folder = "" if store_away else report_and_publish(chosen.execution_id, plan.suite.name)
+    report_folder = "" if store_away or not report else report_and_publish(chosen.execution_id,
+                                                                            plan.suite.name)
     return {
         "suite": plan.suite.name,
         "execution_id": chosen.execution_id,

@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("flows.cli_report",
                 "Per dataset x framework: change, z-score vs the baseline's spread, regression, main factor, "
                 "and where in the job (DTW-aligned resource series)."),
+    "explain-regression": ("flows.cli_explain",
+                           "Re-run the regressed cells under every mix of the changed factors (data version, "
+                           "framework version, params, budget) and split the change over them by Shapley "
+                           "values, with intervals."),
     "deploy": ("flows.cli_team",
                "Register the nightly, manual and job deployments on the running Prefect server."),
     "datasets": ("flows.cli_datasets",

@@ -16,14 +16,17 @@ import os
 from typing import Any, Literal
 
 from prefect import flow, tags
+from prefect.artifacts import create_markdown_artifact
 from pydantic import Field
 
 from flows.benchmark import benchmark
+from flows.explain_regression import explain, markdown, write
 from tasks import paths
+from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.registry import all_adapters
 from tasks.report.compare_store import compare_with_previous_nightly
-from tasks.report.publish import publish_comparison, regression_state
+from tasks.report.publish import artifact_key, publish_comparison, regression_state
 from tasks.specs import check_plain_names, load_budgets, load_suite
 
 logger = logging.getLogger("automl_eval.deployments")
@@ -135,10 +138,36 @@ def nightly(suite: str = NIGHTLY_SUITE, team: str = "nightly") -> Any:
 
 
 def _compare_with_previous_nightly(outcome: dict[str, Any]) -> Any | None:
-    """The nightly comparison with the previous successful nightly, published as artifacts.
+    """The nightly comparison with the previous successful nightly, published as artifacts, and
+    for a regression the attribution by experiment (the suite's `attribution:` block).
     Returns a Failed state when the night regressed, else None."""
     comparison = compare_with_previous_nightly(outcome["execution_id"])
     publish_comparison(comparison, outcome["suite"])
     baseline = comparison.baseline_id or "nothing yet"
     print(f"nightly execution {outcome['execution_id']} compared with {baseline}.")
+    if comparison.regressed and comparison.baseline_id:
+        attribute_regression(outcome["suite"], comparison.baseline_id, outcome["execution_id"])
     return regression_state(comparison)
+
+
+def attribute_regression(suite: str, baseline_id: str, execution_id: str) -> str:
+    """Run the attribution within the suite's job cap; its page goes to the flow run (a markdown
+    artifact) and to the execution's MLflow run (attribution/). Returns the page, or why not run."""
+    settings = load_suite(suite, all_evaluations()).attribution
+    if not settings.enabled:
+        return "attribution: off in the suite"
+    try:
+        explanation = explain(baseline_id, execution_id, max_jobs=settings.max_jobs,
+                              max_factors=settings.max_factors)
+    except UserError as exc:  # nothing runnable differs, or the cap stops it: said, not raised
+        page = f"# Why {execution_id} regressed\n\nNo attribution was run: {exc}\n"
+        print(page)
+        create_markdown_artifact(key=artifact_key("attribution", suite), markdown=page,
+                                 description="Attribution of the regression (not run)")
+        return page
+    write(explanation, paths.reports_dir() / f"attribution-{baseline_id[:8]}-vs-{execution_id[:8]}")
+    page = markdown(explanation)
+    create_markdown_artifact(key=artifact_key("attribution", suite), markdown=page,
+                             description="Attribution of the regression, measured by re-running its mixes")
+    print(explanation.attribution.sentence())
+    return page

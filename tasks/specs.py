@@ -261,6 +261,15 @@ def split_framework_id(text: str) -> dict[str, str | None]:
     return {"name": name, "variant": variant or None, "version": version if at else None}
 
 
+class AttributionSettings(_Strict):
+    """`attribution:` of a suite: when the nightly regresses, how many jobs may go to naming the
+    cause by experiment (flows/explain_regression.py; docs/attribution.md)."""
+
+    enabled: bool = True
+    max_jobs: int = Field(default=40, gt=0)  # jobs over all the mixes together
+    max_factors: int = Field(default=4, gt=0)  # every mix (2^k) up to k factors, else one at a time
+
+
 # Top-level suite fields a modality adds (tasks/multimodal/combinations.py reads it); any other
 # unknown field is refused.
 SUITE_FIELDS_OF_MODALITIES = frozenset({"modality_combinations"})
@@ -283,6 +292,7 @@ class Suite(_Strict):
     seeds: list[int] = Field(default_factory=lambda: [0])
     budget: str = "test"
     evaluations: dict[str, Any] = Field(default_factory=dict)  # name -> its EvaluationSettings
+    attribution: AttributionSettings = Field(default_factory=AttributionSettings)
 
     def evaluation_blocks(self) -> dict[str, dict[str, Any]]:
         """The enabled evaluations' settings as plain data (what crosses to the job's process)."""
