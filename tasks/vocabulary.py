@@ -52,6 +52,10 @@ SERIES_METRICS: dict[str, str] = {
     "series_gpu_util_pct": "GPU utilisation of the job's devices at each sample (GPU hosts only)",
     "series_gpu_mem_mb": "GPU memory used on the job's devices at each sample (GPU hosts only)",
     "validation_loss": "validation loss at each evaluation during training (frameworks that record it)",
+    # The image CNN's per-epoch series (tasks/frameworks/cnn.py): step = the epoch.
+    "train_loss": "mean training loss over each epoch (the image CNN)",
+    "images_per_s": "training images per second in each epoch (the image CNN)",
+    "data_wait_share": "share of each epoch spent waiting for the DataLoader's next batch (the image CNN)",
 }
 SERIES_STEPS = 100
 
