@@ -287,8 +287,8 @@ _BY_NAME: dict[str, Metric] = {entry.name: entry for entry in METRICS}
 
 # Recorded figures that are not scores but are compared (tasks/report/compare.py): costs are lower
 # is better unless named here; these post-job evaluation figures and throughputs are higher is better.
-HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "robust_auc", "robust_breaking_mean",
-                                      "serve_max_qps_at_slo"})
+HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "train_images_per_s", "epochs",
+                                      "robust_auc", "robust_breaking_mean", "serve_max_qps_at_slo"})
 
 
 # ------------------------------------------------------------------------------------ queries

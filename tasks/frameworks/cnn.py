@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ IMAGE_ROLE = "image"
 # Below these sides (pixels) a ResNet's stem is made smaller so the last stage keeps a feature map.
 SMALL_STEM_BELOW = 64
 NO_MAXPOOL_BELOW = 16
+
+# A loader setting as a variant, so a sweep lists each as its own framework: `cnn:w4_pin` is
+# four loader workers with pinned memory, `cnn:w0` none and unpinned.
+LOADER_VARIANT = re.compile(r"w(?P<workers>\d+)(?P<pin>_pin)?")
 
 # Hyperparameters a suite may set (framework params, passed by name) and their defaults.
 HYPERPARAMETERS: dict[str, Any] = {
@@ -164,6 +169,14 @@ class CNNModel(FittedModel):
     def info(self) -> dict[str, Any]:
         return dict(self.history)
 
+    def training_costs(self) -> dict[str, float]:
+        figures = {"epochs": self.history.get("epochs_completed"),
+                   "train_images_per_s": self.history.get("train_images_per_s"),
+                   "time_per_epoch_s": self.history.get("time_per_epoch_s"),
+                   "data_wait_share": self.history.get("data_wait_share"),
+                   "torch_gpu_reserved_peak_mb": self.history.get("torch_max_memory_reserved_mb")}
+        return {name: float(value) for name, value in figures.items() if value is not None}
+
 
 class CNNAdapter(FrameworkAdapter):
     name = "cnn"
@@ -173,6 +186,13 @@ class CNNAdapter(FrameworkAdapter):
     modalities = frozenset({"image"})
     uses_gpu = True
     serving_packages = ("torch",)
+
+    def variant_params(self, variant: str) -> dict[str, Any]:
+        match = LOADER_VARIANT.fullmatch(variant)
+        if match is None:
+            raise ValueError(f"cnn has no variant '{variant}'; its variants are loader settings: wN (N "
+                             "loader workers) or wN_pin (with pinned memory), e.g. cnn:w4_pin")
+        return {"_num_workers": int(match["workers"]), "_pin_memory": match["pin"] is not None}
 
     def check_params(self, params: dict[str, Any]) -> None:
         adapter_params, framework_params = split_params(params)
