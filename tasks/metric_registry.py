@@ -34,6 +34,8 @@ METRIC_FRAMEWORKS: tuple[str, ...] = (AUTOGLUON, H2O, FLAML)
 # The quantiles a forecasting framework is asked for (columns `q0.1`, ... of predictions.csv);
 # coverage is the share of truths inside the outermost pair (10%..90%: nominal 0.8).
 QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.5, 0.9)
+# top5_acc: the true class among the TOP_K most probable (image classification's usual second figure).
+TOP_K = 5
 # Expected calibration error: equal-width bins of the top-class probability over [0, 1].
 ECE_BINS = 15
 
@@ -135,6 +137,15 @@ def _one_hot(p: Predictions) -> np.ndarray:
     return (p.y_true[:, None] == np.asarray(p.classes, dtype=object)[None, :]).astype(float)
 
 
+def _top5(p: Predictions) -> float | None:
+    """The share of rows whose true class is among the 5 most probable; None with 5 classes or
+    fewer (every row would count)."""
+    if len(p.classes) <= TOP_K:
+        return None
+    top = np.argsort(-p.matrix, axis=1, kind="stable")[:, :TOP_K]
+    return float(np.mean((np.asarray(p.classes, dtype=object)[top] == p.y_true[:, None]).any(axis=1)))
+
+
 def _brier(p: Predictions) -> float:
     truth, proba = _one_hot(p), p.matrix
     if p.problem_type == "binary":
@@ -228,6 +239,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("acc", CLASSIFICATION, False,
            lambda p: _sklearn_metrics().accuracy_score(p.y_true, p.y_pred),
            _names("accuracy", "logloss", "accuracy")),
+    Metric("top5_acc", ("multiclass",), False, _top5,
+           definition=f"top-{TOP_K} accuracy: the share of rows whose true class is among the {TOP_K} "
+                      f"most probable; scored only with more than {TOP_K} classes"),
     Metric("balacc", CLASSIFICATION, False,
            lambda p: _sklearn_metrics().balanced_accuracy_score(p.y_true, p.y_pred),
            _names("balanced_accuracy", "mean_per_class_error", "accuracy")),
@@ -273,8 +287,8 @@ _BY_NAME: dict[str, Metric] = {entry.name: entry for entry in METRICS}
 
 # Recorded figures that are not scores but are compared (tasks/report/compare.py): costs are lower
 # is better unless named here; these post-job evaluation figures and throughputs are higher is better.
-HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "robust_auc", "robust_breaking_mean",
-                                      "serve_max_qps_at_slo"})
+HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "train_images_per_s", "epochs",
+                                      "robust_auc", "robust_breaking_mean", "serve_max_qps_at_slo"})
 
 
 # ------------------------------------------------------------------------------------ queries

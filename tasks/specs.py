@@ -23,9 +23,10 @@ from tasks.multimodal.combinations import combination_spec, expand_datasets
 # `forecasting`: many series, each forecast `horizon` steps ahead (its card's `forecast:` block,
 # tasks/forecasting/card.py, says which columns are the series id, the time and the value).
 ProblemType = Literal["binary", "multiclass", "regression", "forecasting"]
-Modality = Literal["tabular", "text", "multimodal"]
+Modality = Literal["tabular", "text", "multimodal", "image"]
 # A column's role in a card: how frameworks should treat it. The target is named by `target`.
-ColumnRole = Literal["numeric", "categorical", "text", "id", "ignore"]
+# `image`: encoded images (PNG bytes) or paths of image files (tasks/images/card.py).
+ColumnRole = Literal["numeric", "categorical", "text", "image", "id", "ignore"]
 
 # Problem types whose target is a number (typed float; no classes, no stratified folds).
 NUMERIC_TARGETS = frozenset({"regression", "forecasting"})
@@ -184,7 +185,7 @@ class DatasetSpec(_Strict):
 
     @property
     def features(self) -> list[str]:
-        return [c for c, role in self.columns.items() if role in ("numeric", "categorical", "text")]
+        return [c for c, role in self.columns.items() if role in ("numeric", "categorical", "text", "image")]
 
     @property
     def folds_spec(self) -> FoldsSpec:

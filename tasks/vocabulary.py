@@ -16,6 +16,16 @@ from tasks.metric_registry import lower_is_better, score_metrics
 SCORE_METRICS: dict[str, tuple[str, ...]] = score_metrics()
 LOWER_IS_BETTER: frozenset[str] = lower_is_better()
 
+# Figures of the training itself that a model reports (FittedModel.training_costs): the image CNN's.
+TRAINING_COSTS: dict[str, str] = {
+    "epochs": "passes over the training images completed within the budget (fractional)",
+    "train_images_per_s": "training images per second, over the whole fit",
+    "time_per_epoch_s": "seconds per pass over the training images",
+    "data_wait_share": "share of the training time spent waiting for the DataLoader's next batch",
+    "torch_gpu_reserved_peak_mb": "peak GPU memory PyTorch reserved inside the job "
+                                  "(torch.cuda.max_memory_reserved; GPU jobs only)",
+}
+
 # Timings, model and resource figures of one job (MLflow metrics).
 COST_METRICS: dict[str, str] = {
     "fit_s": "seconds in the framework's fit",
@@ -48,6 +58,7 @@ COST_METRICS: dict[str, str] = {
     "anytime_points": "points of the job's anytime curve (anytime.csv)",
     "data_load_rss_mb": "the worker's peak memory once the fold is loaded (the harness's share, on top of "
     "memory_mb)",
+    **TRAINING_COSTS,
 }
 
 # Step metrics of a job run: its time series, whole in the run's artifacts resources.csv and
@@ -61,6 +72,12 @@ SERIES_METRICS: dict[str, str] = {
     "validation_loss": "validation loss at each evaluation during training (frameworks that record it)",
     "anytime_result": "the job's result (test fold) had its fit stopped at step = milliseconds of fit time: "
                       "the framework's best model by its validation score then (anytime.csv)",
+    # The image CNN's per-epoch series (tasks/frameworks/cnn.py): step = the epoch; its columns
+    # images_per_s and data_wait_share are named series_* here (the job's totals are cost metrics).
+    "train_loss": "mean training loss over each epoch (the image CNN)",
+    "series_images_per_s": "training images per second in each epoch (the image CNN)",
+    "series_data_wait_share": "share of each epoch spent waiting for the DataLoader's next batch "
+                              "(the image CNN)",
 }
 SERIES_STEPS = 100
 

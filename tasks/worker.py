@@ -172,6 +172,7 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     _save_input_example(X_test, job_dir / INPUT_EXAMPLE_FILE)
     costs["models_count"] = float(model.models_count)
     costs["fit_rows"] = float(model.fit_rows if model.fit_rows is not None else len(X_train))
+    costs.update({name: float(value) for name, value in model.training_costs().items()})
     for key, value in model.info().items():  # the framework's own (JobInfo keeps unknown keys)
         setattr(info, key, value)
 

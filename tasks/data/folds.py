@@ -2,7 +2,8 @@
 
 Classification folds are stratified, regression folds shuffled, both from a fixed seed
 (params.yaml `folds`, or the card's own `folds`). Exact duplicate rows are kept together in one
-fold, so no row of a test part also sits in its train part (datasets such as randhie repeat rows).
+fold, so no row of a test part also sits in its train part (datasets such as randhie repeat rows);
+images are duplicates when their pixels are (a content hash), whatever their labels.
 A card may name a group column (`fold_groups: COLUMN`; multimodal tables group by their `segment`
 column unless the card says otherwise): rows sharing its value also share a fold, so windows cut
 from one recording never sit on both sides of a split.
@@ -30,6 +31,8 @@ from tasks.data.load import read_columns
 from tasks.errors import UserError
 from tasks.forecasting.card import forecast_card
 from tasks.forecasting.windows import assign_windows, train_mask
+from tasks.images.card import image_column
+from tasks.images.codec import content_hashes
 from tasks.specs import DatasetSpec, read_yaml
 
 FOLD_COLUMN = "fold"
@@ -110,8 +113,13 @@ def row_groups(frame: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     two otherwise identical rows look different. With a group column (see `group_column`), rows
     of one group value join one group too, together with every row identical to one of them.
     """
-    compared = [c for c in frame.columns if spec.columns.get(c) not in ("id", "ignore")]
-    identical = pd.factorize(_row_hashes(frame, compared))[0]
+    if spec.modality == "image":
+        # The same picture is the same example whatever its label or file name: images group by
+        # the content hash of their pixels.
+        identical = pd.factorize(np.asarray(content_hashes(frame[image_column(spec)].tolist())))[0]
+    else:
+        compared = [c for c in frame.columns if spec.columns.get(c) not in ("id", "ignore")]
+        identical = pd.factorize(_row_hashes(frame, compared))[0]
     column = group_column(spec)
     if column is None:
         return identical

@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks import paths
 from tasks.errors import UserError
+from tasks.images.files import image_bytes
 from tasks.specs import DatasetSpec
 
 _STRING_ROLES = ("categorical", "text")
@@ -212,6 +214,9 @@ def _type_part(
             typed = _as_text_category(values)
         elif role == "text":
             typed = values if values.dtype == object else values.astype(object).where(values.notna(), None)
+        elif role == "image":
+            # Encoded images as they are; a labels table's file paths read into the bytes of the files.
+            typed = image_bytes(values, spec.path, paths.datasets_dir(), positions)
         else:
             continue
         if typed is not values:  # an already typed column is left alone: assigning copies it

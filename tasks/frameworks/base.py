@@ -91,6 +91,11 @@ class FittedModel(ABC):
         """Anything worth recording: leaderboard, best model, params actually used."""
         return {}
 
+    def training_costs(self) -> dict[str, float]:
+        """Figures of the training itself, recorded as the job's cost metrics (the vocabulary's
+        TRAINING_COSTS: epochs, training images/s, data-wait share); none by default."""
+        return {}
+
     # ------------------------------------------------------------ capabilities
 
     def tree_ensemble(self) -> TreeEnsemble:

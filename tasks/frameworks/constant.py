@@ -80,7 +80,7 @@ class ConstantAdapter(FrameworkAdapter):
     package = "scikit-learn"  # nothing of its own; the version shown is the project's scientific stack
     install_hint = "pip install scikit-learn"
     # It reads no feature at all, so it is the baseline of every kind of dataset.
-    modalities = frozenset({"tabular", "multimodal", "text"})
+    modalities = frozenset({"tabular", "multimodal", "text", "image"})  # it reads no feature
 
     def fit(
         self,

@@ -21,6 +21,7 @@ from tasks.report import (
     elo,
     energy,
     forecasting,
+    images,
     jobs,
     leaderboard,
     pareto,
@@ -183,7 +184,8 @@ def build_report(
     serving_lines += energy.section(table, folder, _table) + anytime.section(table, _table)
     figures += serving_figures
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
-    serving_lines = forecast_lines + serving_lines
+    image_lines, image_figures = images.section(table, folder, _table)
+    serving_lines = forecast_lines + image_lines + serving_lines
     if reference is not None:
         reference_lines, reference_figures = reference_section(
             amlb.results_frame(table), reference[1], reference[0], folder, _table)
@@ -214,7 +216,7 @@ def build_report(
         files = markdown.index("## Files")
         figure_lines = "".join(f"- ![{p.stem}]({p.name})\n" for p in explain_figures)
         markdown = markdown[:files] + "\n".join(explain_lines) + "\n" + markdown[files:] + figure_lines
-    figures += forecast_figures  # embedded in their own section already
+    figures += forecast_figures + image_figures  # embedded in their own sections already
     write_report_pages(folder, markdown, title)
     return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor, robust)
 

@@ -17,7 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from jobs_support.tiny_project import FORECAST_HORIZON, PROBLEM_TYPES, make_forecasting_project, make_project
+from jobs_support.tiny_project import (
+    FORECAST_HORIZON,
+    PROBLEM_TYPES,
+    make_forecasting_project,
+    make_image_project,
+    make_project,
+)
 
 from tasks.data.load import read_parts
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo
@@ -82,7 +88,11 @@ def test_framework_contract(
     if adapter.unavailable_reason():
         pytest.skip(adapter.unavailable_reason())
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
-    specs = make_project(tmp_path / "project", rows=80)
+    # An image adapter gets images: PNG files named by a labels table, then a Parquet of PNGs.
+    images = "image" in adapter.modalities
+    image_storage = "files" if storage == "csv" else storage
+    specs = (make_image_project(tmp_path / "project", rows=80, storage=image_storage)
+             if images else make_project(tmp_path / "project", rows=80))
     adapter.start(TINY_BUDGET, tmp_path / "start")
     try:
         for problem_type in PROBLEM_TYPES:
@@ -91,7 +101,7 @@ def test_framework_contract(
             if storage == "parquet" and name in HEAVY and problem_type == "regression":
                 continue  # Parquet's risk is in labels; a float target reads the same (keeps CI short)
             spec = specs[problem_type]
-            if storage == "parquet":
+            if storage == "parquet" and not images:
                 spec = _parquet_copy(spec)
             task, X_train, y_train, X_test = _task_and_frames(spec, np.arange(60), np.arange(60, 80))
             if storage == "parquet" and task.is_classification:
@@ -258,7 +268,9 @@ def test_framework_capabilities(name: str, tmp_path: Path, monkeypatch: pytest.M
     adapter = all_adapters()[name]
     assert all(isinstance(package, str) and package for package in adapter.serving_packages)
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
-    specs = make_project(tmp_path / "project", rows=80)
+    images = "image" in adapter.modalities  # an image adapter gets a Parquet of PNGs
+    project = tmp_path / "project"
+    specs = make_image_project(project, rows=80) if images else make_project(project, rows=80)
     for spec in specs.values():
         for modality in ("tabular", "text"):
             card = DatasetSpec(**{**spec.model_dump(), "modality": modality})
@@ -279,8 +291,10 @@ def test_framework_capabilities(name: str, tmp_path: Path, monkeypatch: pytest.M
             workdir.mkdir(parents=True)
             model = adapter.fit(X_train, y_train, task=task, budget=TINY_BUDGET, params=adapter.test_params(),
                                 workdir=workdir, seed=0)
-            complete = X_test["x1"].notna()  # ONNX tree ensembles route missing values their own way
-            y_test = pd.read_csv(spec.path)[spec.target].iloc[60:80].reset_index(drop=True)
+            # ONNX tree ensembles route missing values their own way (the images have none).
+            complete = X_test["x1"].notna() if "x1" in X_test else pd.Series(True, index=X_test.index)
+            table = pd.read_parquet(spec.path) if spec.path.suffix == ".parquet" else pd.read_csv(spec.path)
+            y_test = table[spec.target].iloc[60:80].reset_index(drop=True)
             offered = _check_capabilities(model, task, X_test[complete.to_numpy()],
                                           y_test[complete.to_numpy()], tmp_path / problem_type / "offered")
             if name in EXPECTED_OFFERS:  # the shipped baselines: what they are known to offer

@@ -1,0 +1,136 @@
+"""The report's Images part: accuracy and throughput per image dataset and framework, whether deep
+learning pays on each dataset, and the loader sweep.
+
+- the table: per image dataset (a card of `modality: image`) and framework, the means over folds
+  and seeds of top-1 accuracy, top-5 accuracy, training images/s, epochs, seconds per epoch and
+  the share of training spent waiting for data (the CNN records the last four; a learner without
+  a training loop of its own leaves them empty);
+- pays: per dataset, the best framework that records training images/s (a deep learner) against
+  the best that does not, by accuracy;
+- the loader sweep: the CNN's loader variants (`cnn:w0`, `cnn:w2_pin`, ...) side by side, images/s
+  and data-wait share, with GPU utilisation where the jobs had a GPU; the best-fed setting named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.errors import UserError
+from tasks.report.plots import _save, plt
+from tasks.specs import load_dataset_spec
+
+ACCURACY, TOP5 = "acc", "top5_acc"
+FIGURES = ("train_images_per_s", "epochs", "time_per_epoch_s", "data_wait_share")
+GPU_UTIL = "gpu_util_mean_pct"
+COLUMNS = ["dataset", "framework", ACCURACY, TOP5, *FIGURES, GPU_UTIL, "jobs"]
+
+
+def image_datasets(jobs: pd.DataFrame) -> list[str]:
+    """The datasets of these jobs whose cards say `modality: image` (cards that cannot be read: not)."""
+    found = []
+    for dataset in sorted(set(jobs["dataset"])):
+        try:
+            if load_dataset_spec(dataset).modality == "image":
+                found.append(dataset)
+        except UserError:
+            continue
+    return found
+
+
+def image_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """COLUMNS: one row per (image dataset, framework), means over its ok jobs."""
+    ok = jobs[jobs["ok"] & jobs["dataset"].isin(image_datasets(jobs))]
+    if ok.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    numbers = ok[["dataset", "framework"]].copy()
+    for column in [ACCURACY, TOP5, *FIGURES, GPU_UTIL]:
+        numbers[column] = pd.to_numeric(ok[column], errors="coerce") if column in ok else np.nan
+    table = numbers.groupby(["dataset", "framework"], as_index=False).mean()
+    table["jobs"] = numbers.groupby(["dataset", "framework"]).size().to_numpy()
+    return table.reindex(columns=COLUMNS).sort_values(["dataset", ACCURACY], ascending=[True, False])
+
+
+def deep_learning_pays(table: pd.DataFrame) -> list[str]:
+    """One line per dataset: the best deep learner (it records training images/s) against the best
+    other framework, by accuracy."""
+    lines = []
+    for dataset, block in table.groupby("dataset"):
+        deep = block[block["train_images_per_s"].notna()].sort_values(ACCURACY, ascending=False)
+        other = block[block["train_images_per_s"].isna()].sort_values(ACCURACY, ascending=False)
+        if deep.empty or other.empty:
+            missing = "deep learner" if deep.empty else "other framework"
+            lines.append(f"- {dataset}: no {missing} finished here, so no comparison.")
+            continue
+        best_deep, best_other = deep.iloc[0], other.iloc[0]
+        gap = best_deep[ACCURACY] - best_other[ACCURACY]
+        verdict = "pays" if gap > 0 else "does not pay"
+        lines.append(f"- {dataset}: deep learning {verdict}: {best_deep['framework']} "
+                     f"{best_deep[ACCURACY]:.4f} against {best_other['framework']} "
+                     f"{best_other[ACCURACY]:.4f} accuracy ({gap:+.4f}).")
+    return lines
+
+
+def loader_sweep(table: pd.DataFrame) -> pd.DataFrame:
+    """The CNN's loader variants (framework `cnn:wN[_pin]`), one row each per dataset."""
+    sweep = table[table["framework"].str.fullmatch(r"cnn:w\d+(_pin)?(@.*)?")].copy()
+    if sweep.empty:
+        return sweep
+    settings = sweep["framework"].str.extract(r"cnn:w(?P<workers>\d+)(?P<pin>_pin)?")
+    sweep["num_workers"] = settings["workers"].astype(int)
+    sweep["pin_memory"] = settings["pin"].notna()
+    return sweep.sort_values(["dataset", "num_workers", "pin_memory"]).reset_index(drop=True)
+
+
+def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
+    """Images/s (and GPU utilisation, where measured) against the loader setting, per dataset."""
+    datasets = sorted(sweep["dataset"].unique())
+    with_gpu = sweep[GPU_UTIL].notna().any()
+    rows = 1 + int(with_gpu)
+    figure, axes = plt.subplots(rows, len(datasets), figsize=(5 * len(datasets), 3.6 * rows), squeeze=False)
+    for column, dataset in enumerate(datasets):
+        block = sweep[sweep["dataset"] == dataset]
+        settings = zip(block["num_workers"], block["pin_memory"], strict=True)
+        labels = [f"{workers}{' pin' if pinned else ''}" for workers, pinned in settings]
+        axes[0][column].bar(labels, block["train_images_per_s"], color="#4C72B0")
+        axes[0][column].set_title(f"{dataset}: training images/s")
+        axes[0][column].set_xlabel("loader workers (pinned memory)")
+        if with_gpu:
+            axes[1][column].bar(labels, block[GPU_UTIL], color="#DD8452")
+            axes[1][column].set_ylabel("GPU utilisation, mean %")
+            axes[1][column].set_ylim(0, 100)
+    return _save(figure, path)
+
+
+def section(
+    jobs: pd.DataFrame, folder: Path, render: Callable[[pd.DataFrame, int], str]
+) -> tuple[list[str], list[Path]]:
+    """The Images section's markdown lines and figures; nothing when no image dataset finished."""
+    table = image_table(jobs)
+    if table.empty:
+        return [], []
+    table.to_csv(folder / "images.csv", index=False)
+    lines = ["## Images", "",
+             "Per image dataset and framework (means over folds and seeds): top-1 and top-5 accuracy, "
+             "training images/s, epochs completed, seconds per epoch, the share of training spent waiting "
+             "for data, and mean GPU utilisation where the job had a GPU.", "",
+             render(table, 4), "", "Does deep learning pay (best deep learner against the best other "
+             "framework, by accuracy)?", "", *deep_learning_pays(table), ""]
+    figures: list[Path] = []
+    sweep = loader_sweep(table)
+    if not sweep.empty:
+        path = sweep_figure(sweep, folder / "loader_sweep.png")
+        figures.append(path)
+        measured = GPU_UTIL if sweep[GPU_UTIL].notna().any() else "train_images_per_s"
+        best = sweep.loc[sweep.groupby("dataset")[measured].idxmax()]
+        where = "GPU utilisation" if measured == GPU_UTIL else (
+            "images/s (a CPU-only host: images/s and data-wait share only, no GPU utilisation)")
+        lines += ["### Loader sweep", "", f"The setting that feeds the device best, by {where}:", "",
+                  *(f"- {row.dataset}: {row.num_workers} workers, pinned memory "
+                    f"{'on' if row.pin_memory else 'off'} ({row.train_images_per_s:.1f} images/s, data wait "
+                    f"{row.data_wait_share:.1%})" for row in best.itertuples()),
+                  "", f"![loader sweep]({path.name})", ""]
+    return lines, figures

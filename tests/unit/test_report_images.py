@@ -1,0 +1,43 @@
+"""The report's Images section: the accuracy/throughput table of image datasets only, whether deep
+learning pays, and the loader sweep naming the best-fed setting (images/s on a CPU-only host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.report import images
+from tasks.report.build import _table
+
+
+def _jobs() -> pd.DataFrame:
+    rows = [
+        # dataset, framework, acc, images/s, data wait
+        ("digits", "constant", 0.10, np.nan, np.nan),
+        ("digits", "cnn:w0", 0.80, 100.0, 0.30),
+        ("digits", "cnn:w2", 0.82, 160.0, 0.05),
+        ("digits", "cnn:w2_pin", 0.81, 150.0, 0.06),
+        ("penguins", "hgb", 0.97, np.nan, np.nan),  # a tabular card: not in the Images section
+    ]
+    columns = ["dataset", "framework", "acc", "train_images_per_s", "data_wait_share"]
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.assign(ok=True, top5_acc=0.9, epochs=2.0, time_per_epoch_s=10.0)
+
+
+def test_the_images_section_tables_image_datasets_and_names_the_best_loader(tmp_path: Path) -> None:
+    lines, figures = images.section(_jobs(), tmp_path, _table)
+    text = "\n".join(lines)
+    assert text.startswith("## Images") and "penguins" not in text
+    assert "- digits: deep learning pays: cnn:w2 0.8200 against constant 0.1000 accuracy (+0.7200)." in text
+    assert "- digits: 2 workers, pinned memory off (160.0 images/s, data wait 5.0%)" in text
+    assert "a CPU-only host: images/s and data-wait share only" in text
+    assert [path.name for path in figures] == ["loader_sweep.png"] and figures[0].stat().st_size > 0
+    table = pd.read_csv(tmp_path / "images.csv")
+    assert list(table["framework"]) == ["cnn:w2", "cnn:w2_pin", "cnn:w0", "constant"]  # best accuracy first
+
+
+def test_no_image_dataset_means_no_section(tmp_path: Path) -> None:
+    jobs = _jobs()
+    assert images.section(jobs[jobs["dataset"] == "penguins"], tmp_path, _table) == ([], [])
