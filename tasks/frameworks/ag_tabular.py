@@ -12,7 +12,14 @@ import pandas as pd
 from tasks.frameworks._sampling import PARAM as ROWS_PARAM
 from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds, text_as_strings
-from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, preset_params, split_params
+from tasks.frameworks.base import (
+    FittedModel,
+    FrameworkAdapter,
+    NoModelTrained,
+    TaskInfo,
+    preset_params,
+    split_params,
+)
 from tasks.frameworks.capabilities import AnytimeCandidate, NativeImportance, NotOffered, OnnxCompiled
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.metric_registry import AUTOGLUON, framework_name
@@ -226,7 +233,14 @@ class AutoGluonAdapter(FrameworkAdapter):
             "memory_limit": budget.memory_mb / 1024,
             "ag_args_fit": {"seed": seed},  # otherwise AutoGluon's models use their own fixed seed
         }
-        predictor.fit(train, **{**options, **fit_params})
+        try:
+            predictor.fit(train, **{**options, **fit_params})
+        except AssertionError as exc:
+            # AutoGluon's way of saying its time ran out before its first model: "Not enough time
+            # left to train models".
+            if "not enough time" in str(exc).lower():
+                raise NoModelTrained(self.name, budget.time_s, len(train)) from exc
+            raise
         return AutoGluonModel(predictor, schema, task, sampled)
 
     def load(self, model_dir: Path, task: TaskInfo) -> AutoGluonModel:

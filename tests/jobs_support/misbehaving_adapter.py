@@ -4,7 +4,8 @@ Loaded through AUTOML_EVAL_EXTRA_ADAPTERS (a file path), so it never appears in 
 registry. Variants: ok (a constant model), sleep (ignores its budget), allocate (grows memory
 without end), abort (os.abort, as a native crash would), raise (a Python exception), spawn (starts
 a helper process, as H2O starts its JVM, then ignores its budget), orphan (starts a helper in its
-own session, as H2O does, then aborts, leaving it behind).
+own session, as H2O does, then aborts, leaving it behind), empty (a model that predicts a
+0-dimensional array, as FLAML's does when it trained nothing).
 """
 
 from __future__ import annotations
@@ -15,16 +16,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo
 from tasks.frameworks.constant import ADAPTER as CONSTANT
 from tasks.specs import Budget
 
-BEHAVIOURS = ("ok", "sleep", "allocate", "abort", "raise", "spawn", "orphan")
+BEHAVIOURS = ("ok", "sleep", "allocate", "abort", "raise", "spawn", "orphan", "empty")
 GRANDCHILD_PID_FILE = "grandchild.pid"
 ERROR_MESSAGE = "the misbehaving adapter raised on purpose"
 SLEEP_MESSAGE = "the misbehaving adapter sleeps past its budget"
+
+
+class EmptyModel(FittedModel):
+    """Predicts what FLAML's AutoML predicts without an estimator: np.asarray(None)."""
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return np.asarray(None)
+
+    def save(self, model_dir: Path) -> None:
+        model_dir.mkdir(parents=True, exist_ok=True)
 
 
 class MisbehavingAdapter(FrameworkAdapter):
@@ -67,6 +79,8 @@ class MisbehavingAdapter(FrameworkAdapter):
             os.abort()
         elif behaviour == "raise":
             raise RuntimeError(ERROR_MESSAGE)
+        elif behaviour == "empty":
+            return EmptyModel()
 
         return CONSTANT.fit(X, y, task=task, budget=budget, params={}, workdir=workdir, seed=seed)
 

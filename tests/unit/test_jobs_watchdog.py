@@ -160,6 +160,17 @@ def test_gpu_job_without_a_gpu_is_skipped(project: dict[str, DatasetSpec], tmp_p
     assert (tmp_path / "runs" / "gpu" / RESULT_FILE).is_file()
 
 
+def test_a_model_that_predicts_nothing_fails_the_job_with_one_sentence(
+    project: dict[str, DatasetSpec], tmp_path: Path
+) -> None:
+    # Nothing here runs long: the usual grace, so a loaded machine does not make it a timeout.
+    result = run_job(_job("empty"), project["binary"], tmp_path / "runs" / "empty")
+
+    assert result.status == "failed" and result.scores == {}, result.error
+    assert result.error == ("misbehave's model predicted an array of shape () for 30 test rows; it most "
+                            "likely trained no model, so raise the budget's time or set `_max_train_rows`")
+
+
 def test_unknown_variant_and_unknown_framework_fail_with_one_sentence(
     project: dict[str, DatasetSpec], tmp_path: Path
 ) -> None:
