@@ -206,7 +206,7 @@ class ServingEvaluation(PostJobEvaluation):
                 info["load_s"] = load.pop("wall_s")
                 _check_alive(server, "the closed loop")
                 loadgen: dict[str, Any] | None = None
-                if settings.open_loop == "loadgen":
+                if settings.open_loop == "loadgen" and settings.open_steps():
                     loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load))
                     info["loadgen_s"] = loadgen.pop("wall_s")
                     _check_alive(server, "LoadGen's open loop")

@@ -132,7 +132,9 @@ def section(jobs: pd.DataFrame, folder: Path, table_markdown: object) -> tuple[l
     if not points.empty:
         points.to_csv(folder / "serving_front.csv", index=False)
         figures.append(qps_front_figure(points, folder / "serving_pareto_max_qps.png"))
-        lines += ["Open loop: the highest Poisson arrival rate whose p99 (from the scheduled send time) "
-                  "stayed within the SLO with no errors; on_front = no framework has both a higher result "
-                  "and a higher rate.", "", table_markdown(points), ""]
+        lines += ["Open loop: the highest Poisson arrival rate held within the SLO with no errors: MLPerf "
+                  "LoadGen's highest VALID target QPS in its server scenario (open_loop: loadgen; its "
+                  "minimum duration, query count and early stopping applied), or the Locust search's "
+                  "(open_loop: locust); on_front = no framework has both a higher result and a higher "
+                  "rate.", "", table_markdown(points), ""]
     return lines, figures

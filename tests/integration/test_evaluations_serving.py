@@ -117,7 +117,7 @@ def test_open_loop_search_finds_the_capacity_of_a_known_server(project: dict[str
     capacity = 1000 / serving_adapter.SLEEP_MS
     job, spec, job_dir, result = _job(project, tmp_path, "sleepy", "sleep")
     outcome = _serve(job, spec, job_dir, result, concurrency=[1, 4], duration_s=2.5, max_requests=2000,
-                     slo_ms=400, search_steps=5)
+                     slo_ms=400, search_steps=5, open_loop="locust")
     assert outcome["status"] == "ok", outcome["reason"]
     found = outcome["metrics"]["serve_max_qps_at_slo"]
     assert found <= capacity, f"the search returned {found:.1f} req/s, more than the server can hold"
