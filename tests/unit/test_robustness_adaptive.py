@@ -239,7 +239,6 @@ def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str,
     first = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
     assert first["status"] == "ok", first["reason"]
     metrics = first["metrics"]
-    print(json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]["boundary"])
     assert metrics["robust_adv_rows"] == 3 and metrics["robust_adv_flip_median"] > 0
     assert 0 <= metrics["robust_boundary_density"] <= 1 and "robust_boundary_density_random" in metrics
     assert "robust_replayed" not in metrics  # nothing saved yet
