@@ -23,7 +23,6 @@ import pandas as pd
 
 from tasks.evaluations.robustness.space import FeatureSpace
 
-
 PINNED = 1e-4  # half-width of the clip box of a coordinate the attack must not move
 
 
