@@ -43,6 +43,8 @@ CASES_FILE = "cases.csv"
 ADVERSARIAL_FILE = "adversarial.csv"
 # Share of time_s kept from the attack for the steering (which stops RESERVE_S before the end).
 STEER_SHARE = 0.1
+# Seconds the boundary search needs to be worth starting: importing ART (it imports torch) and one row.
+ATTACK_START_S = 8.0
 DEFAULT_CORRUPTIONS = [name for name, c in CORRUPTIONS.items() if not c.unavailable] + [
     name for name, c in CORRUPTIONS.items() if c.unavailable]
 FAMILIES = sorted({c.family for c in CORRUPTIONS.values()})
@@ -64,7 +66,8 @@ class RobustnessSettings(EvaluationSettings):
     coverage_min: float = Field(default=0.5, ge=0, le=1)  # share of (column x corruption) cells to exercise
     seed: int = Field(default=0, ge=0)
     # Draws per curve point (other seeds, same severity): their mean is the point, min..max its band.
-    # 3 keeps a 4-preset curve at 12 predict calls, affordable for every framework within time_s.
+    # The draws of a case share one predict call; when time_s would not give every curve case this
+    # many, later cases get fewer (DrawPlanner), so the curves still finish.
     draws: int = Field(default=3, ge=1, le=50)
     # Adversarial boundary samples (HopSkipJump, black-box): rows attacked (0: none) and iterations
     # per row. 8 rows x 5 iterations is about 150 predict calls per row; the attack and the steering
@@ -73,7 +76,7 @@ class RobustnessSettings(EvaluationSettings):
     attack_iterations: int = Field(default=5, ge=1, le=100)
     flip_budget: float = Field(default=1.0, gt=0)  # units (spreads, category changes) of a "small" flip
     regression_share: float = Field(default=0.5, gt=0)  # of the target's spread: a regression "flip"
-    boundary_share: float = Field(default=0.35, ge=0, le=0.9)  # of time_s kept for attack and steering
+    boundary_share: float = Field(default=0.25, ge=0, le=0.9)  # of time_s kept for attack and steering
     # Effectiveness targets: generation near the boundary goes on while the boundary density (share
     # of generated rows with a top-two probability gap under boundary_delta) is under its target.
     boundary_delta: float = Field(default=0.1, gt=0, le=1)
@@ -360,15 +363,22 @@ class RobustnessEvaluation(PostJobEvaluation):
             chosen[name] = (entry.family, targets)
         scorer.targets = {name: targets for name, (_, targets) in chosen.items()}
         mean_case_s = [0.0]
+        # Time kept for the boundary search and steering, released to them when the curves are done.
+        kept = [settings.boundary_share * settings.time_s if settings.adversarial_rows else 0.0]
+
+        cells = sum(len(targets) for _, targets in chosen.values())
+        planner = DrawPlanner(settings.draws, curve_cases=len(chosen) * (len(settings.severities) + 2),
+                              coverage_cases=int(np.ceil(settings.coverage_min * cells)))
 
         def run_case(name: str, target: str, severity: float, phase: str) -> Case:
+            if phase in CURVE_PHASES:
+                scorer.draws = planner.draws(context.time_left_s() - RESERVE_S - kept[0])
             case = scorer(name, target, severity, phase)
+            planner.record(case)
             mean_case_s[0] = 0.8 * mean_case_s[0] + 0.2 * case.wall_s if mean_case_s[0] else case.wall_s
             return case
 
         setup_s = time.monotonic() - context.started  # start-up, model load, clean and constant scores
-        # Time kept for the boundary search and steering, released to them when the curves are done.
-        kept = [settings.boundary_share * settings.time_s if settings.adversarial_rows else 0.0]
 
         def has_time() -> bool:
             return context.time_left_s() > RESERVE_S + kept[0] + 1.5 * mean_case_s[0]
@@ -426,6 +436,29 @@ class RobustnessEvaluation(PostJobEvaluation):
                   "replay": {"note": replay_note, "cases": [asdict(c) for c in replayed]}, **info})
 
 
+class DrawPlanner:
+    """How many draws the next curve case gets: `draws`, or fewer when the time left would not give
+    every curve case still planned (and the coverage cases, drawn once) that many at the cost per
+    draw seen so far. The cases table's `draws` column says what each case got; the band and the
+    breaking interval come from the draws made."""
+
+    def __init__(self, draws: int, curve_cases: int, coverage_cases: int) -> None:
+        self.most, self.curve_left, self.coverage_cases = draws, curve_cases, coverage_cases
+        self.draw_s = 0.0  # running mean of the seconds per draw
+
+    def draws(self, seconds_left: float) -> int:
+        if not self.draw_s:
+            return self.most
+        units = seconds_left / self.draw_s - self.coverage_cases  # draws affordable for the curves
+        return int(np.clip(units // max(self.curve_left, 1), 1, self.most))
+
+    def record(self, case: Case) -> None:
+        per_draw = case.wall_s / max(case.draws, 1)
+        self.draw_s = 0.8 * self.draw_s + 0.2 * per_draw if self.draw_s else per_draw
+        if case.phase in CURVE_PHASES:
+            self.curve_left = max(self.curve_left - 1, 0)
+
+
 @dataclass
 class Boundary:
     """What the adversarial search and the steering found (see _boundary)."""
@@ -455,10 +488,15 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
     def attack_time() -> bool:
         return context.time_left_s() > attack_floor + 1.5 * mean_row_s[0]
 
+    left = context.time_left_s() - attack_floor
     if not settings.adversarial_rows:
         out.not_applicable["adversarial"] = "robustness.adversarial_rows is 0"
     elif not space.dimensions:
         out.not_applicable["adversarial"] = "no numeric or categorical feature to perturb"
+    elif left < ATTACK_START_S:
+        out.info["adversarial"] = {"stop_reason": f"not started: the curves left {max(left, 0):.0f} s, fewer "
+                                                  f"than the {ATTACK_START_S:.0f} s the boundary search needs "
+                                                  "to start (raise time_s or boundary_share)"}
     else:
         rng = np.random.default_rng(settings.seed)
         rows = sorted(rng.choice(len(fold.X_test), min(settings.adversarial_rows, len(fold.X_test)),
