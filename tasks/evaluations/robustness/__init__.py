@@ -494,9 +494,9 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
     elif not space.dimensions:
         out.not_applicable["adversarial"] = "no numeric or categorical feature to perturb"
     elif left < ATTACK_START_S:
-        out.info["adversarial"] = {"stop_reason": f"not started: the curves left {max(left, 0):.0f} s, fewer "
-                                                  f"than the {ATTACK_START_S:.0f} s the boundary search needs "
-                                                  "to start (raise time_s or boundary_share)"}
+        reason = (f"not started: the curves left {max(left, 0):.0f} s, fewer than the {ATTACK_START_S:.0f} s "
+                  "the boundary search needs to start (raise time_s or boundary_share)")
+        out.info["adversarial"] = {"stop_reason": reason}
     else:
         rng = np.random.default_rng(settings.seed)
         rows = sorted(rng.choice(len(fold.X_test), min(settings.adversarial_rows, len(fold.X_test)),
