@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from tasks.errors import UserError
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.registry import all_evaluations
-from tasks.evaluations.robustness import RobustnessSettings, Scorer, case_seed
+from tasks.evaluations.robustness import DrawPlanner, RobustnessSettings, Scorer, case_seed
 from tasks.evaluations.robustness.adversarial import AttackSettings, attack_rows
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
 from tasks.evaluations.robustness.replay import REPLAY_DIR
@@ -100,6 +100,17 @@ def test_the_breaking_interval_spans_each_draws_own_breaking_point() -> None:
     assert curve.breaking_interval() == (0.25, 1.0)  # draw 0 broke at 0.25, draw 2 held everywhere
     held = Curve("x", "missing", [_case(0.5, [False, False], False)])
     assert held.breaking_interval() is None and held.breaking_point is None
+
+
+def test_later_curve_cases_get_fewer_draws_when_time_would_not_give_every_case_its_draws() -> None:
+    planner = DrawPlanner(3, curve_cases=10, coverage_cases=4)
+    assert planner.draws(1.0) == 3  # no cost seen yet: the suite's count
+    planner.record(Case("m", "missing", FRAME, 0.5, "preset", draws=3, wall_s=3.0))  # 1 s per draw
+    # 9 curve cases left and 4 coverage cases of one draw each.
+    assert planner.draws(4 + 9 * 3 + 0.5) == 3
+    assert planner.draws(4 + 9 * 2 + 0.5) == 2
+    assert planner.draws(4 + 9 * 1.5) == 1
+    assert planner.draws(0.0) == 1  # never none: a curve point needs one draw
 
 
 # ---------------------------------------------------------------- adversarial boundary samples
