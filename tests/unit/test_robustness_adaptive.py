@@ -256,7 +256,9 @@ def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str,
     saved = json.loads(next((job_dir.parent / REPLAY_DIR).glob("tiny_binary__hgb__fold0.json")).read_text())
     flipped = [c for c in saved["cases"] if c["kind"] == "adversarial"]
     assert flipped and saved["data_version"] == "v0"
-    second = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
+    # Replay needs no attack (nor ART's import): the second execution runs none of its own.
+    again = {**block, "adversarial_rows": 0}
+    second = run_evaluations(job, spec, job_dir, result, {"robustness": again}).evaluations["robustness"]
     info = json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]
     replayed = info["replay"]["cases"]
     assert len(replayed) == len(saved["cases"]) == second["metrics"]["robust_replayed"]
