@@ -154,6 +154,28 @@ def test_hopskipjump_finds_the_analytic_flip_distance_of_a_planted_boundary() ->
     assert {name for name, _ in outcome.features_changed()} <= {"a", "b"}
 
 
+class PlantedLinear(FittedModel):
+    """A regression model whose prediction moves by |w . dx|: the smallest move of t is t / ||w * spread||."""
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return 3.0 * X["a"].to_numpy(dtype=float) - 1.0 * X["b"].to_numpy(dtype=float)
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+def test_regression_flip_is_the_smallest_move_of_a_share_of_the_target_spread() -> None:
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"a": rng.normal(0, 1, 200), "b": rng.normal(0, 2, 200)})
+    space = FeatureSpace.of(X, {})
+    outcome = attack_rows(PlantedLinear(), space, X, X, [0, 1, 2], None, 4.0,
+                          AttackSettings(max_iter=20, regression_share=0.5), lambda: True)
+    analytic = 0.5 * 4.0 / np.linalg.norm(np.array([3.0, -1.0]) * space.spread)
+    found = np.array([a.distance for a in outcome.attacks])
+    assert all(a.flipped for a in outcome.attacks), [a.error for a in outcome.attacks]
+    assert np.all(found >= analytic * 0.99) and np.all(found <= analytic * 1.3), found / analytic
+
+
 def test_a_categorical_change_counts_one_unit_and_decodes_to_a_seen_category() -> None:
     train = pd.DataFrame({"n": [0.0, 1.0, 2.0, 3.0], "c": ["r", "g", "b", "g"]})
     space = FeatureSpace.of(train, {"n": "numeric", "c": "categorical"})
