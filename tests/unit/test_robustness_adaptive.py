@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from tasks.errors import UserError
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.registry import all_evaluations
-from tasks.evaluations.robustness import RobustnessSettings, Scorer, case_seed
+from tasks.evaluations.robustness import DrawPlanner, RobustnessSettings, Scorer, case_seed
 from tasks.evaluations.robustness.adversarial import AttackSettings, attack_rows
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
 from tasks.evaluations.robustness.replay import REPLAY_DIR
@@ -102,6 +102,17 @@ def test_the_breaking_interval_spans_each_draws_own_breaking_point() -> None:
     assert held.breaking_interval() is None and held.breaking_point is None
 
 
+def test_later_curve_cases_get_fewer_draws_when_time_would_not_give_every_case_its_draws() -> None:
+    planner = DrawPlanner(3, curve_cases=10, coverage_cases=4)
+    assert planner.draws(1.0) == 3  # no cost seen yet: the suite's count
+    planner.record(Case("m", "missing", FRAME, 0.5, "preset", draws=3, wall_s=3.0))  # 1 s per draw
+    # 9 curve cases left and 4 coverage cases of one draw each.
+    assert planner.draws(4 + 9 * 3 + 0.5) == 3
+    assert planner.draws(4 + 9 * 2 + 0.5) == 2
+    assert planner.draws(4 + 9 * 1.5) == 1
+    assert planner.draws(0.0) == 1  # never none: a curve point needs one draw
+
+
 # ---------------------------------------------------------------- adversarial boundary samples
 
 
@@ -141,6 +152,28 @@ def test_hopskipjump_finds_the_analytic_flip_distance_of_a_planted_boundary() ->
     assert metrics["robust_adv_flip_median"] == pytest.approx(np.median(found))
     assert metrics["robust_adv_flip_share"] == pytest.approx(np.mean(found <= 1.0))
     assert {name for name, _ in outcome.features_changed()} <= {"a", "b"}
+
+
+class PlantedLinear(FittedModel):
+    """A regression model whose prediction moves by |w . dx|: the smallest move of t is t / ||w * spread||."""
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return 3.0 * X["a"].to_numpy(dtype=float) - 1.0 * X["b"].to_numpy(dtype=float)
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+def test_regression_flip_is_the_smallest_move_of_a_share_of_the_target_spread() -> None:
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"a": rng.normal(0, 1, 200), "b": rng.normal(0, 2, 200)})
+    space = FeatureSpace.of(X, {})
+    outcome = attack_rows(PlantedLinear(), space, X, X, [0, 1, 2], None, 4.0,
+                          AttackSettings(max_iter=20, regression_share=0.5), lambda: True)
+    analytic = 0.5 * 4.0 / np.linalg.norm(np.array([3.0, -1.0]) * space.spread)
+    found = np.array([a.distance for a in outcome.attacks])
+    assert all(a.flipped for a in outcome.attacks), [a.error for a in outcome.attacks]
+    assert np.all(found >= analytic * 0.99) and np.all(found <= analytic * 1.3), found / analytic
 
 
 def test_a_categorical_change_counts_one_unit_and_decodes_to_a_seen_category() -> None:
@@ -239,14 +272,15 @@ def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str,
     first = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
     assert first["status"] == "ok", first["reason"]
     metrics = first["metrics"]
-    print(json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]["boundary"])
     assert metrics["robust_adv_rows"] == 3 and metrics["robust_adv_flip_median"] > 0
     assert 0 <= metrics["robust_boundary_density"] <= 1 and "robust_boundary_density_random" in metrics
     assert "robust_replayed" not in metrics  # nothing saved yet
     saved = json.loads(next((job_dir.parent / REPLAY_DIR).glob("tiny_binary__hgb__fold0.json")).read_text())
     flipped = [c for c in saved["cases"] if c["kind"] == "adversarial"]
     assert flipped and saved["data_version"] == "v0"
-    second = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
+    # Replay needs no attack (nor ART's import): the second execution runs none of its own.
+    again = {**block, "adversarial_rows": 0}
+    second = run_evaluations(job, spec, job_dir, result, {"robustness": again}).evaluations["robustness"]
     info = json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]
     replayed = info["replay"]["cases"]
     assert len(replayed) == len(saved["cases"]) == second["metrics"]["robust_replayed"]

@@ -23,6 +23,8 @@ import pandas as pd
 
 from tasks.evaluations.robustness.space import FeatureSpace
 
+PINNED = 1e-4  # half-width of the clip box of a coordinate the attack must not move
+
 
 @dataclass(frozen=True)
 class AttackSettings:
@@ -145,9 +147,10 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
             else:
                 reference = oracle.labels(template)[0]
                 attack.before, n_classes = reference, len(classes)
-            # Coordinates the row cannot change (a missing cell) are pinned by the clip box.
-            row_low = np.where(row_mutable[0], low, original[0]).astype(np.float32)
-            row_high = np.where(row_mutable[0], high, original[0]).astype(np.float32)
+            # Coordinates the row cannot change (a missing cell) are pinned by a clip box of width
+            # PINNED (ART refuses min == max); the decoder copies the original cell back anyway.
+            row_low = np.where(row_mutable[0], low, original[0] - PINNED).astype(np.float32)
+            row_high = np.where(row_mutable[0], high, original[0] + PINNED).astype(np.float32)
             classifier = BlackBoxClassifier(oracle.decision(template, row_mutable, reference),
                                             input_shape=(space.dimensions,), nb_classes=n_classes,
                                             clip_values=(row_low, row_high))
