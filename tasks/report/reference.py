@@ -66,10 +66,19 @@ def openml_task_id(dataset: str) -> int | None:
         return None
 
 
-def _reference_keys(reference: pd.DataFrame) -> pd.Series:
+def _task_key(task: str, task_ids: dict[str, int | None]) -> str:
+    """`openml/t/ID` for a task whose card came from OpenML, else the task's name."""
+    if task not in task_ids:
+        task_ids[task] = openml_task_id(task)
+    return f"openml/t/{task_ids[task]}" if task_ids[task] else task
+
+
+def _reference_keys(reference: pd.DataFrame, task_ids: dict[str, int | None]) -> pd.Series:
+    """AMLB's `id` (openml.org/t/ID) where it names an OpenML task; else the task as a card names it
+    (this project's own results.csv, whose `id` is `dataset@version`)."""
     ids = reference["id"].astype(str) if "id" in reference else pd.Series("", index=reference.index)
     keys = [
-        f"openml/t/{m.group(1)}" if (m := OPENML_ID.fullmatch(i)) else str(t)
+        f"openml/t/{m.group(1)}" if (m := OPENML_ID.fullmatch(i)) else _task_key(str(t), task_ids)
         for i, t in zip(ids, reference["task"], strict=True)
     ]
     return pd.Series(keys, index=reference.index)
@@ -78,16 +87,16 @@ def _reference_keys(reference: pd.DataFrame) -> pd.Series:
 def compare(ours: pd.DataFrame, reference: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Per (task, framework, fold): this run's `result` beside the published one, and notes."""
     notes: list[str] = []
+    task_ids: dict[str, int | None] = {}
     reference = reference.assign(
-        key=_reference_keys(reference),
+        key=_reference_keys(reference, task_ids),
         framework=reference["framework"].astype(str).map(lambda name: FRAMEWORKS.get(name, name)),
         fold=pd.to_numeric(reference["fold"], errors="coerce"),
         result=pd.to_numeric(reference["result"], errors="coerce"),
     )
     spread = reference.groupby(["key", "framework"])["result"].std().rename("reference_spread")
     reference = reference.join(spread, on=["key", "framework"])
-    task_ids = {task: openml_task_id(task) for task in ours["task"].unique()}
-    ours = ours.assign(key=[f"openml/t/{task_ids[t]}" if task_ids[t] else t for t in ours["task"]])
+    ours = ours.assign(key=[_task_key(str(task), task_ids) for task in ours["task"]])
     side = reference[["key", "framework", "fold", "metric", "result", "reference_spread"]].rename(
         columns={"metric": "reference_metric", "result": "reference_result"}
     )
