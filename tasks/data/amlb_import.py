@@ -325,6 +325,9 @@ def import_benchmark(
                 )
             local_cards.append(_local_card(local, card, benchmark))
             datasets.append(card)
+            if folds > 1:
+                notes.append(f"task {local.name} is one train/test pair, so fold 0 only: its jobs for "
+                             f"folds 1..{folds - 1} fail (give each fold's pair as a task of its own)")
         elif "openml_dataset_id" in task:
             raise UserError(
                 f"{benchmark}: task {task['name']} names OpenML dataset "

@@ -117,7 +117,10 @@ def complete_stub_cards(names: list[str] | None = None) -> list[str]:
 
 def _suite_entries(path: Path) -> list[str]:
     """A suite file's `datasets` as written (bare task ids as `openml/t/N`), before any card exists."""
-    data = read_yaml(path)
+    try:
+        data = read_yaml(path)
+    except UserError:
+        return []  # a malformed suite is reported when it is loaded; the build is not its place
     datasets = data.get("datasets") if isinstance(data, dict) else None
     if not isinstance(datasets, list):
         return []  # the suite loader reports it, naming the field

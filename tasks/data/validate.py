@@ -218,7 +218,10 @@ def _for_expectations(spec: DatasetSpec, frame: pd.DataFrame) -> pd.DataFrame:
 
 def _expected_fold_ids(spec: DatasetSpec, k: int, observed: list[int]) -> list[int]:
     if folds_module.is_user_given(spec):
-        return list(range(len(observed)))  # the user's ids: 0, 1, ... with none skipped
+        # The user's ids: 0, 1, ... with none skipped, and -1 for rows that only ever train (a
+        # holdout split's training rows, as an OpenML holdout task or an AMLB train/test pair has).
+        train_only = [folds_module.TRAIN_ONLY] if folds_module.TRAIN_ONLY in observed else []
+        return train_only + list(range(len(observed) - len(train_only)))
     if folds_module.is_forecasting(spec):
         return [folds_module.TRAIN_ONLY, *range(forecast_card(spec).windows)]
     if folds_module.is_time_split(spec):

@@ -28,8 +28,17 @@ from tasks.specs import load_dataset_spec  # noqa: E402
 
 REQUIRED = ("task", "framework", "fold", "result", "metric")
 OPENML_ID = re.compile(r"(?:https?://)?(?:www\.)?openml\.org/t/([0-9]+)")
-COLUMNS = ("task", "framework", "fold", "metric", "result", "reference_result", "difference",
-           "reference_spread", "z")
+COLUMNS = (
+    "task",
+    "framework",
+    "fold",
+    "metric",
+    "result",
+    "reference_result",
+    "difference",
+    "reference_spread",
+    "z",
+)
 
 
 def read_reference(path: Path) -> pd.DataFrame:
@@ -42,8 +51,10 @@ def read_reference(path: Path) -> pd.DataFrame:
         raise UserError(f"--reference: {path} is not a CSV file; give an AMLB results.csv.") from None
     missing = [column for column in REQUIRED if column not in table.columns]
     if missing:
-        raise UserError(f"--reference: {path} has no column '{missing[0]}'; an AMLB results.csv has "
-                        f"{', '.join(REQUIRED)} among its columns.")
+        raise UserError(
+            f"--reference: {path} has no column '{missing[0]}'; an AMLB results.csv has "
+            f"{', '.join(REQUIRED)} among its columns."
+        )
     return table
 
 
@@ -55,28 +66,40 @@ def openml_task_id(dataset: str) -> int | None:
         return None
 
 
-def _reference_keys(reference: pd.DataFrame) -> pd.Series:
+def _task_key(task: str, task_ids: dict[str, int | None]) -> str:
+    """`openml/t/ID` for a task whose card came from OpenML, else the task's name."""
+    if task not in task_ids:
+        task_ids[task] = openml_task_id(task)
+    return f"openml/t/{task_ids[task]}" if task_ids[task] else task
+
+
+def _reference_keys(reference: pd.DataFrame, task_ids: dict[str, int | None]) -> pd.Series:
+    """AMLB's `id` (openml.org/t/ID) where it names an OpenML task; else the task as a card names it
+    (this project's own results.csv, whose `id` is `dataset@version`)."""
     ids = reference["id"].astype(str) if "id" in reference else pd.Series("", index=reference.index)
-    keys = [f"openml/t/{m.group(1)}" if (m := OPENML_ID.fullmatch(i)) else str(t)
-            for i, t in zip(ids, reference["task"], strict=True)]
+    keys = [
+        f"openml/t/{m.group(1)}" if (m := OPENML_ID.fullmatch(i)) else _task_key(str(t), task_ids)
+        for i, t in zip(ids, reference["task"], strict=True)
+    ]
     return pd.Series(keys, index=reference.index)
 
 
 def compare(ours: pd.DataFrame, reference: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Per (task, framework, fold): this run's `result` beside the published one, and notes."""
     notes: list[str] = []
+    task_ids: dict[str, int | None] = {}
     reference = reference.assign(
-        key=_reference_keys(reference),
+        key=_reference_keys(reference, task_ids),
         framework=reference["framework"].astype(str).map(lambda name: FRAMEWORKS.get(name, name)),
         fold=pd.to_numeric(reference["fold"], errors="coerce"),
         result=pd.to_numeric(reference["result"], errors="coerce"),
     )
     spread = reference.groupby(["key", "framework"])["result"].std().rename("reference_spread")
     reference = reference.join(spread, on=["key", "framework"])
-    task_ids = {task: openml_task_id(task) for task in ours["task"].unique()}
-    ours = ours.assign(key=[f"openml/t/{task_ids[t]}" if task_ids[t] else t for t in ours["task"]])
+    ours = ours.assign(key=[_task_key(str(task), task_ids) for task in ours["task"]])
     side = reference[["key", "framework", "fold", "metric", "result", "reference_spread"]].rename(
-        columns={"metric": "reference_metric", "result": "reference_result"})
+        columns={"metric": "reference_metric", "result": "reference_result"}
+    )
     joined = ours.merge(side, on=["key", "framework", "fold"], how="inner")
     other_metric = joined["metric"] != joined["reference_metric"]
     if other_metric.any():
@@ -84,8 +107,9 @@ def compare(ours: pd.DataFrame, reference: pd.DataFrame) -> tuple[pd.DataFrame, 
         pairs = sorted({f"{t} ({m} here, {r} there)" for t, m, r in mismatched.itertuples(index=False)})
         notes.append(f"left out, scored with another metric than the reference: {', '.join(pairs)}")
         joined = joined[~other_metric]
-    unmatched = sorted(set(ours["task"] + " x " + ours["framework"])
-                       - set(joined["task"] + " x " + joined["framework"]))
+    unmatched = sorted(
+        set(ours["task"] + " x " + ours["framework"]) - set(joined["task"] + " x " + joined["framework"])
+    )
     if unmatched:
         notes.append(f"no published result for: {', '.join(unmatched)}")
     joined = joined.assign(difference=joined["result"] - joined["reference_result"])
@@ -97,14 +121,16 @@ def compare(ours: pd.DataFrame, reference: pd.DataFrame) -> tuple[pd.DataFrame, 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (task, framework): folds matched, mean result on each side, mean difference and z."""
     grouped = rows.groupby(["task", "framework"])
-    return pd.DataFrame({
-        "folds": grouped.size(),
-        "result": grouped["result"].mean(),
-        "reference_result": grouped["reference_result"].mean(),
-        "difference": grouped["difference"].mean(),
-        "reference_spread": grouped["reference_spread"].first(),
-        "mean_z": grouped["z"].mean(),
-    }).reset_index()
+    return pd.DataFrame(
+        {
+            "folds": grouped.size(),
+            "result": grouped["result"].mean(),
+            "reference_result": grouped["reference_result"].mean(),
+            "difference": grouped["difference"].mean(),
+            "reference_spread": grouped["reference_spread"].first(),
+            "mean_z": grouped["z"].mean(),
+        }
+    ).reset_index()
 
 
 def plot(rows: pd.DataFrame, path: Path) -> Path:
@@ -128,14 +154,19 @@ def plot(rows: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def section(ours: pd.DataFrame, reference: pd.DataFrame, reference_name: str, folder: Path,
-            table: object) -> tuple[list[str], list[Path]]:
+def section(
+    ours: pd.DataFrame, reference: pd.DataFrame, reference_name: str, folder: Path, table: object
+) -> tuple[list[str], list[Path]]:
     """The report's section, reference.csv and reference.png; `table` formats a frame as markdown."""
     rows, notes = compare(ours, reference)
     rows.to_csv(folder / "reference.csv", index=False)
-    lines = ["## Against the published results", "",
-             f"This run's `result` beside {reference_name}'s, per task, framework and fold (reference.csv); "
-             "z = difference / the published std over folds.", ""]
+    lines = [
+        "## Against the published results",
+        "",
+        f"This run's `result` beside {reference_name}'s, per task, framework and fold (reference.csv); "
+        "z = difference / the published std over folds.",
+        "",
+    ]
     if rows.empty:
         lines += ["No (task, framework, fold) of this run is in the reference.", ""]
         return lines + [f"- {note}." for note in notes] + [""], []

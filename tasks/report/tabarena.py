@@ -14,8 +14,20 @@ import pandas as pd
 from tasks.metric_registry import AUTOGLUON, get_metric, higher_is_better
 from tasks.report.reference import openml_task_id
 
-TABARENA_COLUMNS = ("method", "dataset", "tid", "repeat", "fold", "seed", "metric", "metric_error",
-                    "metric_error_val", "problem_type", "time_train_s", "time_infer_s")
+TABARENA_COLUMNS = (
+    "method",
+    "dataset",
+    "tid",
+    "repeat",
+    "fold",
+    "seed",
+    "metric",
+    "metric_error",
+    "metric_error_val",
+    "problem_type",
+    "time_train_s",
+    "time_infer_s",
+)
 
 
 def tabarena_frame(table: pd.DataFrame) -> pd.DataFrame:
@@ -28,21 +40,23 @@ def tabarena_frame(table: pd.DataFrame) -> pd.DataFrame:
         value = job.get(metric)
         if value is None or pd.isna(value):
             continue
-        rows.append({
-            "method": job["framework"],
-            "dataset": job["dataset"],
-            "tid": task_ids[job["dataset"]],
-            "repeat": 0,  # the project's folds are one repeat (OpenML's first, for OpenML tasks)
-            "fold": job["fold"],
-            "seed": job["seed"],
-            # TabArena names metrics as AutoGluon does (roc_auc, log_loss, rmse).
-            "metric": get_metric(metric).framework_names.get(AUTOGLUON, metric),
-            "metric_error": 1.0 - float(value) if higher_is_better(metric) else float(value),
-            "metric_error_val": None,  # the harness scores the test fold only
-            "problem_type": job["problem_type"],
-            "time_train_s": job.get("fit_s"),
-            "time_infer_s": job.get("predict_s"),
-        })
+        rows.append(
+            {
+                "method": job["framework"],
+                "dataset": job["dataset"],
+                "tid": task_ids[job["dataset"]],
+                "repeat": 0,  # the project's folds are one repeat (OpenML's first, for OpenML tasks)
+                "fold": job["fold"],
+                "seed": job["seed"],
+                # TabArena names metrics as AutoGluon does (roc_auc, log_loss, rmse).
+                "metric": get_metric(metric).framework_names.get(AUTOGLUON, metric),
+                "metric_error": 1.0 - float(value) if higher_is_better(metric) else float(value),
+                "metric_error_val": None,  # the harness scores the test fold only
+                "problem_type": job["problem_type"],
+                "time_train_s": job.get("fit_s"),
+                "time_infer_s": job.get("predict_s"),
+            }
+        )
     frame = pd.DataFrame(rows, columns=list(TABARENA_COLUMNS))
     frame["tid"] = frame["tid"].astype("Int64")
     return frame.sort_values(["dataset", "method", "fold", "seed"], ignore_index=True)

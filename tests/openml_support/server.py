@@ -6,7 +6,9 @@ at this one, bound to 127.0.0.1. It serves what the client requests for a task, 
 - `api/v1/xml/task/ID`: the task XML (type, dataset, target, estimation procedure, splits URL);
 - `api/v1/xml/data/ID` and `api/v1/xml/data/features/ID`: the dataset description and features;
 - `api/v1/xml/study/ID`: a suite (its task ids);
-- `data/v1/download/FILE_ID/NAME.arff`: the data; `api_splits/get/ID/Task_ID_splits.arff`: the splits.
+- `data/v1/download/FILE_ID/NAME.arff`: the data; `api_splits/get/ID/Task_ID_splits.arff`: the splits;
+- `datasets/0000/ID/dataset_ID.pq`: the data as Parquet, the way OpenML's MinIO store serves it to the
+  client's `minio` library (HEAD for the object's size and ETag, then GET), when a task asks for it.
 
 An unknown task or dataset is answered as OpenML answers it: HTTP 412 with an `oml:error` body.
 Responses are gzip-encoded, as OpenML's are (the client warns about uncompressed content).
@@ -18,6 +20,7 @@ import gzip
 import hashlib
 import threading
 from dataclasses import dataclass
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -48,6 +51,7 @@ class TaskFiles:
     repeats: int = 1
     ignore: tuple[str, ...] = ()
     row_id: str | None = None
+    parquet: bool = False  # also serve the data as Parquet (the description's parquet_url)
 
 
 class OpenMLFiles:
@@ -112,14 +116,25 @@ class OpenMLFiles:
         data_arff = dataset_arff(task)
         file_id = 100_000 + task.dataset_id
         md5 = hashlib.md5(data_arff.encode("utf-8")).hexdigest()
+        parquet_object = f"datasets/0000/{task.dataset_id:04d}/dataset_{task.dataset_id}.pq"
         optional = "".join(
             f"  <oml:{field}>{value}</oml:{field}>\n"
             for field, value in (
                 ("row_id_attribute", task.row_id),
                 *(("ignore_attribute", column) for column in task.ignore),
+                ("parquet_url", f"{base_url}/{parquet_object}" if task.parquet else None),
             )
             if value
         )
+        if task.parquet:
+            # OpenML's Parquet files keep nominal columns as categories; the client reads them so.
+            frame = task.frame.copy()
+            for column in frame.columns:
+                if _is_nominal(frame[column]):
+                    frame[column] = frame[column].astype("category")
+            target = self.root / parquet_object
+            target.parent.mkdir(parents=True, exist_ok=True)
+            frame.to_parquet(target, index=False)
         self._write(
             f"api/v1/xml/data/{task.dataset_id}",
             f"""<oml:data_set_description {XML_NS}>
@@ -250,10 +265,37 @@ def split_arff(task: TaskFiles) -> str:
 class _Handler(BaseHTTPRequestHandler):
     root: Path
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def _file(self) -> tuple[str, Path | None]:
         relative = self.path.split("?", 1)[0].lstrip("/")
         path = (self.root / relative).resolve()
-        if path.is_relative_to(self.root.resolve()) and path.is_file():
+        inside = path.is_relative_to(self.root.resolve()) and path.is_file()
+        return relative, path if inside else None
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name; MinIO's stat_object
+        _, path = self._file()
+        if path is None:
+            self.send_response(404)
+            self.end_headers()
+            return
+        self._object_headers(path)
+        self.end_headers()
+
+    def _object_headers(self, path: Path) -> None:
+        body = path.read_bytes()
+        self.send_response(200)
+        self.send_header("ETag", f'"{hashlib.md5(body).hexdigest()}"')
+        self.send_header("Last-Modified", formatdate(path.stat().st_mtime, usegmt=True))
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Type", "application/octet-stream")
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        relative, path = self._file()
+        if path is not None and relative.startswith("datasets/"):  # an object of the MinIO store
+            self._object_headers(path)
+            self.end_headers()
+            self.wfile.write(path.read_bytes())
+            return
+        if path is not None:
             self._send(200, path.read_bytes())
             return
         parts = relative.split("/")  # api/v1/xml/KIND/ID

@@ -99,6 +99,7 @@ def test_an_amlb_benchmark_and_constraint_import_into_a_suite_and_budget(home: P
     assert "not available here: autosklearn" in notes and "TunedRandomForest runs as rf" in notes
     assert "min_vol_size_mb is ignored" in notes
     assert "task penguins_local: its own folds are not kept" in notes
+    assert "task penguins_local is one train/test pair, so fold 0 only: its jobs for folds 1..9 fail" in notes
 
     # The local train/test pair is a card whose fold 0 tests exactly the test file's rows.
     spec = load_dataset_spec("amlb_small_penguins_local")

@@ -76,7 +76,14 @@ TASKS = {
         9102, 802, "penguins_small", _multiclass(), "species", "Supervised Classification", folds=5, repeats=2
     ),
     9103: TaskFiles(
-        9103, 803, "diabetes_small", _regression(), "progression", "Supervised Regression", folds=4
+        9103,
+        803,
+        "diabetes_small",
+        _regression(),
+        "progression",
+        "Supervised Regression",
+        folds=4,
+        parquet=True,
     ),
     9104: TaskFiles(9104, 804, "penguins_clusters", _multiclass(), "species", "Clustering"),
     9105: TaskFiles(9105, 805, "penguins_survival", _multiclass(), "species", "Survival Analysis"),
@@ -140,7 +147,9 @@ def test_stub_cards_become_cards_with_openml_roles_and_splits(served: Served) ->
         data = pd.read_csv(datasets / f"{name}.csv")
         assert len(data) == len(task.frame)
         assert data[task.target].astype(str).tolist() == task.frame[task.target].astype(str).tolist()
-    assert (openml_tasks.cache_dir()).is_dir()
+    # The regression task's data came as Parquet (its description names one), the others as ARFF.
+    assert len(list(openml_tasks.cache_dir().rglob("dataset_803.pq"))) == 1
+    assert not list(openml_tasks.cache_dir().rglob("datasets/803/dataset.arff"))
 
     # Offline: the server is gone, the data files too; the client's cache alone rebuilds them.
     served.server.stop()
@@ -190,8 +199,11 @@ def _suite(name: str, datasets: list) -> None:
 def test_suites_name_an_openml_suite_or_task_ids(served: Served) -> None:
     served.files.add_suite(9900, "tiny-amlb", [9101, 9102])
     _suite("amlb_like", ["openml/s/9900", 9103, "openml/t/9101"])
-    with pytest.raises(UserError, match=r"amlb_like\.yaml: field 'datasets': OpenML suite openml/s/9900 is "
-                                        r"not resolved yet; run `automl-eval datasets build`"):
+    with pytest.raises(
+        UserError,
+        match=r"amlb_like\.yaml: field 'datasets': OpenML suite openml/s/9900 is "
+        r"not resolved yet; run `automl-eval datasets build`",
+    ):
         load_suite("amlb_like", {})
     report = build.build(use_dvc=False)
     assert not report.errors, report.errors
