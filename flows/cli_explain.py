@@ -33,14 +33,17 @@ def explain_regression(
     started = time.perf_counter()
     out = paths.inside_project(out, "--out") if out is not None else None
     configure_embedded_prefect(verbose=verbose)
-    # Imported here: Prefect and MLflow read the settings configure_embedded_prefect just set.
-    from flows.explain_regression import explain, markdown, write
+    from flows import explain_regression  # inside: Prefect reads the settings set just above
 
     if not verbose:
         quiet_third_party_logs()
     base_id, cand_id = resolve_execution(base), resolve_execution(cand)
-    explanation = explain(base_id, cand_id, max_jobs=max_jobs, max_factors=max_factors, rerun_ends=rerun_ends)
-    folder = write(explanation, out or default_folder(f"attribution-{base_id[:8]}-vs-{cand_id[:8]}"))
+    explanation = explain_regression.explain(
+        base_id, cand_id, max_jobs=max_jobs, max_factors=max_factors, rerun_ends=rerun_ends
+    )
+    folder = explain_regression.write(
+        explanation, out or default_folder(f"attribution-{base_id[:8]}-vs-{cand_id[:8]}")
+    )
     if as_json:
         print_json(
             {
@@ -58,7 +61,7 @@ def explain_regression(
             }
         )
         return
-    typer.echo(markdown(explanation))
+    typer.echo(explain_regression.markdown(explanation))
     typer.echo(f"Written to {folder} (also on MLflow run {cand_id}, under attribution/).")
 
 

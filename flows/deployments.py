@@ -11,16 +11,17 @@ long-lived workers of flows/team_worker.py.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any, Literal
 
 from prefect import flow, tags
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from pydantic import Field
 
 from flows.benchmark import benchmark
-from flows.explain_regression import explain, markdown, write
+from flows.explain_regression import Explanation, explain, markdown, regression_table, write
 from tasks import paths
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
@@ -150,24 +151,29 @@ def _compare_with_previous_nightly(outcome: dict[str, Any]) -> Any | None:
     return regression_state(comparison)
 
 
-def attribute_regression(suite: str, baseline_id: str, execution_id: str) -> str:
-    """Run the attribution within the suite's job cap; its page goes to the flow run (a markdown
-    artifact) and to the execution's MLflow run (attribution/). Returns the page, or why not run."""
+def attribute_regression(suite: str, baseline_id: str, execution_id: str) -> Explanation | None:
+    """Run the attribution within the suite's job cap; its page goes to the flow run (markdown and
+    table artifacts) and to the execution's MLflow run (attribution/). None when it did not run
+    (off in the suite, nothing runnable differs, or the cap stops it: the artifact says which)."""
     settings = load_suite(suite, all_evaluations()).attribution
     if not settings.enabled:
-        return "attribution: off in the suite"
+        return None
     try:
         explanation = explain(baseline_id, execution_id, max_jobs=settings.max_jobs,
                               max_factors=settings.max_factors)
-    except UserError as exc:  # nothing runnable differs, or the cap stops it: said, not raised
+    except UserError as exc:  # said on the flow run, not raised: the comparison stands without it
         page = f"# Why {execution_id} regressed\n\nNo attribution was run: {exc}\n"
         print(page)
         create_markdown_artifact(key=artifact_key("attribution", suite), markdown=page,
                                  description="Attribution of the regression (not run)")
-        return page
+        return None
     write(explanation, paths.reports_dir() / f"attribution-{baseline_id[:8]}-vs-{execution_id[:8]}")
-    page = markdown(explanation)
-    create_markdown_artifact(key=artifact_key("attribution", suite), markdown=page,
+    # The regression table again, its "main factor" now the measured culprit (replaces the guess).
+    table = regression_table(explanation)
+    create_table_artifact(key=artifact_key("regression-table", suite),
+                          table=json.loads(table.to_json(orient="records")),
+                          description="metric | current | baseline | change | main factor (measured)")
+    create_markdown_artifact(key=artifact_key("attribution", suite), markdown=markdown(explanation),
                              description="Attribution of the regression, measured by re-running its mixes")
     print(explanation.attribution.sentence())
-    return page
+    return explanation

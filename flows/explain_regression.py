@@ -34,8 +34,7 @@ from tasks.data.restore import find_version, restore_into
 from tasks.errors import UserError
 from tasks.frameworks.registry import find_environment
 from tasks.report import counterfactuals
-from tasks.report.compare import Comparison
-from tasks.report.compare_store import compare_executions
+from tasks.report.compare import Comparison, compare
 from tasks.report.counterfactuals import ALL_MIXES, Attribution, Mix, mix_label, plan_mixes
 from tasks.specs import load_budget, load_dataset_spec
 from tasks.tracking import read, store
@@ -306,15 +305,17 @@ def plan(
             f"execution {base_id} is of suite '{base_exec.get('suite')}' and {cand_id} of suite "
             f"'{cand_exec.get('suite')}'; explain two executions of one suite."
         )
-    comparison = compare_executions(base_id, cand_id)
+    # Which cells regressed needs the figures only: the series (DTW, read artifact by artifact) are
+    # for `compare`, where in the job the runs part.
+    all_base, all_cand = read.job_runs(execution_id=base_id), read.job_runs(execution_id=cand_id)
+    comparison = compare(all_base, all_cand)
     cells, notes = _cells(comparison)
     if not cells:
         raise UserError(
             f"executions {base_id} and {cand_id} have no dataset x framework in common; "
             "explain two executions of one suite."
         )
-    base_runs = _of_cells(read.job_runs(execution_id=base_id), cells, 0)
-    cand_runs = _of_cells(read.job_runs(execution_id=cand_id), cells, 1)
+    base_runs, cand_runs = _of_cells(all_base, cells, 0), _of_cells(all_cand, cells, 1)
     base, cand = side_values(base_runs), side_values(cand_runs)
     differing = [f for f in (*RUNNABLE, *NOT_RUNNABLE) if base[f] != cand[f]]
     described = {f: describe(f, base[f], cand[f]) for f in differing}

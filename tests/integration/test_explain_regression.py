@@ -2,12 +2,13 @@
 
 hgb on breast_cancer (2 folds x 1 seed, test budget). The candidate changes two things: the
 framework param max_iter 100 -> 3, and the data version (30% of the labels flipped; the first
-version kept in the scratch project's DVC cache, as `dvc commit` would). `explain-regression`
-takes the two executions as two of the 4 mixes and runs the other two as real jobs, restoring
-the old data version from the DVC cache for the mix that needs it. It must split the AUC drop
-over both factors: each share equal to the exact Shapley value computed here by hand from the
-four executions' recorded results, data_version the larger, the shares adding up to the change.
-Bad inputs are one sentence each (exit 2 from the command), with nothing run.
+version kept in the scratch project's DVC cache, as `dvc commit` would). The nightly's
+attribution (within the suite's `attribution: {max_jobs: 4}`) takes the two executions as two of
+the 4 mixes and runs the other two as real jobs, restoring the old data version from the DVC
+cache for the mix that needs it. It must split the AUC drop over both factors: each share equal
+to the exact Shapley value computed here by hand from the four executions' recorded results,
+data_version the larger, the shares adding up to the change. Its page is logged on the
+candidate's MLflow run. Bad inputs are one sentence each (exit 2 from the command), nothing run.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITE = "planted"
 BASELINE_YAML = (
     "datasets: [breast_cancer]\nframeworks: [{name: hgb, params: {max_iter: 100}}]\n"
-    "folds: 2\nseeds: [0]\nbudget: test\n"
+    "folds: 2\nseeds: [0]\nbudget: test\nattribution: {max_jobs: 4}\n"
 )
 CANDIDATE_YAML = BASELINE_YAML.replace("max_iter: 100", "max_iter: 3")
 FLIPPED = 0.3
@@ -69,7 +70,8 @@ def test_planted_two_factor_regression_is_split_between_data_version_and_params(
 
     configure_embedded_prefect()
     from flows.benchmark import benchmark
-    from flows.explain_regression import explain, write
+    from flows.deployments import attribute_regression
+    from flows.explain_regression import explain
     from tasks.data.restore import keep_in_cache
     from tasks.errors import UserError
     from tasks.report.counterfactuals import unit_values
@@ -87,7 +89,9 @@ def test_planted_two_factor_regression_is_split_between_data_version_and_params(
         explain(base_id, cand_id, max_jobs=3)  # 2 mixes x 2 jobs
     with pytest.raises(UserError, match="--max-jobs is 0"):
         explain(base_id, cand_id, max_jobs=0)
-    explanation = explain(base_id, cand_id, max_jobs=4)
+    # As the nightly does it on a regression: within the suite's `attribution: {max_jobs: 4}`.
+    explanation = attribute_regression(SUITE, base_id, cand_id)
+    assert explanation is not None
     assert explanation.factors == ["data_version", "params"]
     # The two executions are the ends; the two one-factor mixes ran, 2 jobs each.
     assert explanation.jobs_run == 4
@@ -118,7 +122,9 @@ def test_planted_two_factor_regression_is_split_between_data_version_and_params(
     assert read.execution(by_label["+params"])["suite"] == f"{SUITE}-attribution"
     assert "fit_s" in explanation.attribution.totals  # costs are attributed too
 
-    folder = write(explanation, home / "reports" / "attribution")
+    folder = home / "reports" / f"attribution-{base_id[:8]}-vs-{cand_id[:8]}"
+    logged = {Path(a.path).name for a in read.client().list_artifacts(cand_id, "attribution")}
+    assert {"attribution.md", "attribution.csv", "mixes.csv", "regressions.csv"} <= logged
     page = (folder / "attribution.md").read_text()
     assert "data_version: breast_cancer" in page and "main factor" in page
     regressions = pd.read_csv(folder / "regressions.csv")
