@@ -1,5 +1,7 @@
 """bench/gpu_check.py in its CPU mode, as CI runs it: the CNN adapter's jobs through the real worker
-and watchdog, each job's folder written, the table printed, and the missing GPU said plainly. Each job gets 20 s: the loader workers start within it.
+and watchdog, each job's folder written, the table printed, and the missing GPU said plainly.
+Each job gets 20 s: its loader workers start within that time.
+"""
 
 from __future__ import annotations
 
