@@ -348,12 +348,13 @@ def _train(
             epoch_wait += time.perf_counter() - fetch_started
             # Stop early enough that the next step and validating the last steps still fit in the
             # budget: a step is measured, a validation too once one ran (until then, guessed as a
-            # forward pass, a third of a training step, per image).
+            # forward pass, a third of a training step, per image). The first step always runs: the
+            # loader's workers start before it, and a model of no step is no model.
             if curve:
                 reserve = validate_s / len(curve)
             else:
                 reserve = last_step_s / max(1, len(target)) * len(valid_rows) / 3
-            if time.monotonic() + last_step_s + reserve >= deadline:
+            if step and time.monotonic() + last_step_s + reserve >= deadline:
                 stopped_by = "budget"
                 break
             step_started = time.perf_counter()
@@ -397,7 +398,7 @@ def _train(
             break
     del loader  # its worker processes end with it
     if step == 0:
-        raise RuntimeError("cnn: the budget ran out before the first training step; give it more time_s.")
+        raise RuntimeError("cnn: no training step ran (an empty training part); give it images to train on.")
     if best_state is not None and best_epoch != len(curve):
         network.load_state_dict(best_state)
     figures: dict[str, Any] = {
