@@ -12,6 +12,15 @@ while the parent samples the child with the harness's own samplers (tasks.resour
   PyTorch's peak reserved memory inside the child;
 - the CPU-to-GPU speed-up.
 
+Then the image track's real jobs (``--out FOLDER``): the project's CNN adapter (tasks/frameworks/cnn.py,
+a torchvision ResNet-18 from scratch) on the digits card, run by the real worker under the real
+watchdog (tasks.jobs.run_job; no MLflow, no Prefect), once per loader setting (`cnn:w0`, `cnn:w2`,
+`cnn:w2_pin`, `cnn:w4_pin`) with `gpus: 1` where a GPU is, and again on the CPU. Each job's folder
+(result.json, resources.csv, training_curve.csv) lands under FOLDER; the table printed gives
+images/s, epochs, data-wait share, GPU utilisation mean/peak, the device's memory and torch's own
+peak reserved memory, and the best loader setting against `num_workers=0`. With no GPU the same jobs
+run on the CPU only, and it says so.
+
 Nothing here is a test: figures only. ``--json PATH`` also writes them as JSON.
 """
 
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -161,12 +171,90 @@ def measure(device: str, epochs: int, loader_workers: int, gpu_indices: list[int
     return figures
 
 
+GPU_VARIANTS = ("w0", "w2", "w2_pin", "w4_pin")
+CPU_VARIANTS = ("w0", "w2")
+JOB_FIGURES = ("acc", "train_images_per_s", "epochs", "data_wait_share", "gpu_util_mean_pct",
+               "gpu_util_peak_pct", "gpu_mem_peak_mb", "torch_gpu_reserved_peak_mb", "fit_s", "peak_rss_mb")
+
+
+def cnn_jobs(out: Path, gpu: bool, time_s: int, dataset: str = "digits") -> list[dict[str, Any]]:
+    """The CNN adapter's jobs through the real worker and watchdog, one per loader setting, on the
+    GPU (when there is one) and on the CPU; each job's folder under `out`."""
+    home = out / "project"
+    (home / "specs" / "datasets").mkdir(parents=True, exist_ok=True)
+    for name in ("params.yaml", "pyproject.toml", "specs/budgets.yaml", f"specs/datasets/{dataset}.yaml"):
+        shutil.copy(PROJECT_ROOT / name, home / name)
+    os.environ["AUTOML_EVAL_HOME"] = str(home)
+    # The project's data and job runner: imported once AUTOML_EVAL_HOME points at the scratch project.
+    from tasks.data.materialize import materialize
+    from tasks.jobs import run_job
+    from tasks.plan import Job
+    from tasks.specs import Budget, load_dataset_spec
+
+    spec = load_dataset_spec(dataset)
+    materialize(spec)  # the card's packaged source and its saved folds, in the scratch project
+    cores = max(1, min(4, (os.cpu_count() or 1)))
+    rows = []
+    for device in (["cuda"] if gpu else []) + ["cpu"]:
+        budget = Budget(name=f"gpu_check_{device}", time_s=time_s, cores=cores, memory_mb=16384,
+                        gpus=1 if device == "cuda" else 0)
+        for variant in GPU_VARIANTS if device == "cuda" else CPU_VARIANTS:
+            job = Job("gpu_check", spec.name, "local", "cnn", variant, 0, 0, budget, {"batch_size": 256})
+            result = run_job(job, spec, out / device / variant)
+            figures = {**result.scores, **result.costs}
+            row = {"device": device, "setting": variant, "status": result.status,
+                   **{name: figures.get(name) for name in JOB_FIGURES}}
+            if result.status != "ok":
+                row["error"] = (result.error or "")[-300:]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def jobs_table(rows: list[dict[str, Any]]) -> str:
+    """The printed table: one line per job, then the best loader setting against num_workers=0."""
+    header = (f"{'device':<6} {'setting':<8} {'status':<8} {'acc':>6} {'img/s':>8} {'epochs':>7} "
+              f"{'wait':>6} {'util%':>6} {'peak%':>6} {'dev MB':>8} {'torch MB':>9}")
+    lines = [header]
+
+    def cell(value: Any, width: int, digits: int = 1) -> str:
+        return f"{value:>{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
+
+    for row in rows:
+        lines.append(f"{row['device']:<6} {row['setting']:<8} {row['status']:<8} {cell(row['acc'], 6, 3)} "
+                     f"{cell(row['train_images_per_s'], 8)} {cell(row['epochs'], 7, 2)} "
+                     f"{cell(row['data_wait_share'], 6, 3)} {cell(row['gpu_util_mean_pct'], 6)} "
+                     f"{cell(row['gpu_util_peak_pct'], 6)} {cell(row['gpu_mem_peak_mb'], 8)} "
+                     f"{cell(row['torch_gpu_reserved_peak_mb'], 9)}")
+    for device in ("cuda", "cpu"):
+        done = [row for row in rows if row["device"] == device and row["status"] == "ok"]
+        measure = "gpu_util_mean_pct" if device == "cuda" else "train_images_per_s"
+        base = next((row for row in done if row["setting"] == "w0"), None)
+        best = max(done, key=lambda row: row.get(measure) or 0.0, default=None)
+        if base and best:
+            lines.append(f"{device}: best loader setting {best['setting']} ({measure} {best[measure]}) "
+                         f"against num_workers=0 ({base[measure]})")
+    fastest = {device: max((row.get("train_images_per_s") or 0.0 for row in rows
+                            if row["device"] == device and row["status"] == "ok"), default=0.0)
+               for device in ("cuda", "cpu")}
+    if fastest["cuda"] and fastest["cpu"]:
+        lines.append(f"GPU/CPU training images/s (best settings): {fastest['cuda'] / fastest['cpu']:.1f}x")
+    elif not fastest["cuda"]:
+        lines.append("no GPU here: the CNN jobs ran on the CPU only (GPU figures pending)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--cpu-epochs", type=int, default=3)
     parser.add_argument("--loader-workers", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run the CNN adapter's jobs (real worker and watchdog) and write them here")
+    parser.add_argument("--job-seconds", type=int, default=45, help="each CNN job's time_s")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="skip the bare-torch probe, run the jobs only")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -182,13 +270,17 @@ def main(argv: list[str] | None = None) -> int:
         "runs": [],
     }
     print(json.dumps({key: report[key] for key in ("when", "gpus", "visible_gpu_ids")}), flush=True)
-    if inventory.available:
+    if inventory.available and not args.no_probe:
         gpu_run = measure("cuda", args.epochs, args.loader_workers, report["visible_gpu_ids"][:1])
         report["runs"].append(gpu_run)
         print(json.dumps(gpu_run), flush=True)
-    cpu_run = measure("cpu", args.cpu_epochs, args.loader_workers, [])
-    report["runs"].append(cpu_run)
-    print(json.dumps(cpu_run), flush=True)
+    if not args.no_probe:
+        cpu_run = measure("cpu", args.cpu_epochs, args.loader_workers, [])
+        report["runs"].append(cpu_run)
+        print(json.dumps(cpu_run), flush=True)
+    if args.out is not None:
+        report["cnn_jobs"] = cnn_jobs(args.out, inventory.available, args.job_seconds)
+        print(jobs_table(report["cnn_jobs"]), flush=True)
     rates = {run["device"]: run.get("images_per_s") for run in report["runs"]}
     if rates.get("cuda") and rates.get("cpu"):
         report["gpu_speedup_images_per_s"] = round(rates["cuda"] / rates["cpu"], 1)

@@ -19,8 +19,9 @@ import pandas as pd
 
 from tasks.data import folds, load, sources
 from tasks.errors import UserError
+from tasks.images.card import pixels_of
 from tasks.multimodal.combinations import all_combinations
-from tasks.specs import DatasetSpec
+from tasks.specs import DatasetSpec, load_dataset_spec
 
 # Rows per Parquet row group: a job reads only the groups holding its fold's rows.
 PARQUET_ROW_GROUP = 250_000
@@ -98,7 +99,14 @@ def save_folds(spec: DatasetSpec, typed: pd.DataFrame) -> bool:
     """
     if folds.is_user_given(spec):
         return False
-    content = folds.folds_csv_bytes(folds.assign_folds(typed, spec, folds.fold_settings(spec)))
+    images = pixels_of(spec)
+    if images is not None:
+        # A pixel table takes its image card's folds: the same images on the same sides.
+        base = load_dataset_spec(images)
+        assignment = folds.assign_folds(load.load_frame(base), base, folds.fold_settings(base))
+    else:
+        assignment = folds.assign_folds(typed, spec, folds.fold_settings(spec))
+    content = folds.folds_csv_bytes(assignment)
     written = write_if_changed(folds.folds_path(spec), content)
     if spec.modality == "multimodal":
         for name in all_combinations(spec):

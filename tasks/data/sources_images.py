@@ -9,6 +9,10 @@ name in `label`. The gate then checks the images against the card's `image:` blo
   takes its 10,000 test images, 1,000 per class, which keeps a CPU benchmark to minutes;
 - animal_mnist: the `animal-mnist` wheel's 10,000 28x28 silhouettes (pickles read directly: the
   package's module imports tensorflow).
+
+A pixel table (`loader: images.pixels`, `pixels_of: NAME`) is the image card NAME's images decoded,
+one column per pixel (p0, p1, ... row by row, channel last), in the same row order: tabular learners
+run on it as baselines, with the image card's very folds (tasks/data/materialize.py).
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tasks.data.load import read_typed
 from tasks.data.sources import source
 from tasks.errors import UserError
-from tasks.images.codec import encode_png
-from tasks.specs import DatasetSpec
+from tasks.images.card import image_card, image_column, pixels_of
+from tasks.images.codec import decode, encode_png
+from tasks.specs import DatasetSpec, load_dataset_spec
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"
@@ -84,3 +90,22 @@ def animal_mnist(spec: DatasetSpec) -> pd.DataFrame:
             loaded.append(pickle.load(handle))  # noqa: S301
     images, labels = np.asarray(loaded[0], dtype=np.uint8), np.asarray(loaded[1])
     return image_table(images, [f"animal_{int(label)}" for label in labels], spec)
+
+
+@source("images.pixels")
+def pixel_table(spec: DatasetSpec) -> pd.DataFrame:
+    name = pixels_of(spec)
+    if name is None:
+        raise UserError(f"{spec.card_path}: field 'pixels_of' is required for the 'images.pixels' source; "
+                        "name the image card whose pixels this table holds.")
+    images = load_dataset_spec(name)
+    card = image_card(images)
+    frame = read_typed(images)
+    width = card.height * card.width * card.channels
+    pixels = np.zeros((len(frame), width), dtype=np.uint8)
+    for row, data in enumerate(frame[image_column(images)].tolist()):
+        pixels[row] = decode(data).reshape(-1)[:width]  # the gate checks every image's size
+    table = pd.DataFrame(pixels, columns=[f"p{index}" for index in range(width)])
+    table[spec.target] = frame[images.target].astype(str).to_numpy()
+    return table
+

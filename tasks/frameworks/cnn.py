@@ -334,7 +334,7 @@ def _train(
     curve: list[dict[str, float]] = []
     best_loss, best_state, best_epoch = math.inf, None, 0
     step = images_seen = 0
-    train_s = wait_s = validate_s = 0.0
+    train_s = wait_s = validate_s = last_step_s = 0.0
     stopped_by: str | None = None
     training_started = time.monotonic()
     if use_gpu:
@@ -346,11 +346,18 @@ def _train(
         epoch_images = 0
         for batch, target in loader:
             epoch_wait += time.perf_counter() - fetch_started
-            # Stop early enough that validating the last steps still fits in the budget.
-            reserve = validate_s / max(1, len(curve)) if curve else 0.0
-            if time.monotonic() + reserve >= deadline:
+            # Stop early enough that the next step and validating the last steps still fit in the
+            # budget: a step is measured, a validation too once one ran (until then, guessed as a
+            # forward pass, a third of a training step, per image). The first step always runs: the
+            # loader's workers start before it, and a model of no step is no model.
+            if curve:
+                reserve = validate_s / len(curve)
+            else:
+                reserve = last_step_s / max(1, len(target)) * len(valid_rows) / 3
+            if step and time.monotonic() + last_step_s + reserve >= deadline:
                 stopped_by = "budget"
                 break
+            step_started = time.perf_counter()
             batch = batch.to(device, non_blocking=pin_memory)
             target = target.to(device, non_blocking=pin_memory)
             with torch.autocast(device_type=device, dtype=amp_dtype, enabled=use_gpu):
@@ -362,6 +369,7 @@ def _train(
             step += 1
             epoch_images += len(target)
             epoch_loss += float(loss.detach()) * len(target)  # waits for the device: honest step times
+            last_step_s = time.perf_counter() - step_started
             if max_steps is not None and step >= max_steps:
                 stopped_by = "max_steps"
                 break
@@ -390,7 +398,7 @@ def _train(
             break
     del loader  # its worker processes end with it
     if step == 0:
-        raise RuntimeError("cnn: the budget ran out before the first training step; give it more time_s.")
+        raise RuntimeError("cnn: no training step ran (an empty training part); give it images to train on.")
     if best_state is not None and best_epoch != len(curve):
         network.load_state_dict(best_state)
     figures: dict[str, Any] = {

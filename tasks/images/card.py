@@ -22,6 +22,15 @@ from tasks.specs import DatasetSpec
 
 IMAGE_FIELD = "image"
 IMAGE_ROLE = "image"
+# A tabular card's field naming the image card whose pixels it holds, one column per pixel, same rows
+# and same folds (tabular learners as baselines on images).
+PIXELS_OF_FIELD = "pixels_of"
+
+
+def pixels_of(spec: DatasetSpec) -> str | None:
+    """The image card a pixel table is made from (its `pixels_of`), or None for any other card."""
+    value = (spec.model_extra or {}).get(PIXELS_OF_FIELD)
+    return str(value) if value is not None else None
 
 
 class ImageSpec(BaseModel):

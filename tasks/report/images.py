@@ -1,7 +1,8 @@
 """The report's Images part: accuracy and throughput per image dataset and framework, whether deep
 learning pays on each dataset, and the loader sweep.
 
-- the table: per image dataset (a card of `modality: image`) and framework, the means over folds
+- the table: per image dataset (a card of `modality: image`; a tabular learner on its pixel table,
+  `pixels_of`, is listed under it as `NAME (pixels)`) and framework, the means over folds
   and seeds of top-1 accuracy, top-5 accuracy, training images/s, epochs, seconds per epoch and
   the share of training spent waiting for data (the CNN records the last four; a learner without
   a training loop of its own leaves them empty);
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.errors import UserError
+from tasks.images.card import pixels_of
 from tasks.report.plots import _save, plt
 from tasks.specs import load_dataset_spec
 
@@ -29,24 +31,32 @@ GPU_UTIL = "gpu_util_mean_pct"
 COLUMNS = ["dataset", "framework", ACCURACY, TOP5, *FIGURES, GPU_UTIL, "jobs"]
 
 
-def image_datasets(jobs: pd.DataFrame) -> list[str]:
-    """The datasets of these jobs whose cards say `modality: image` (cards that cannot be read: not)."""
-    found = []
+def image_datasets(jobs: pd.DataFrame) -> dict[str, str]:
+    """Dataset -> the image dataset it stands for: an image card (`modality: image`) itself, a pixel
+    table (`pixels_of: NAME`) its image card; other datasets and unreadable cards are left out."""
+    found = {}
     for dataset in sorted(set(jobs["dataset"])):
         try:
-            if load_dataset_spec(dataset).modality == "image":
-                found.append(dataset)
+            spec = load_dataset_spec(dataset)
         except UserError:
             continue
+        if spec.modality == "image":
+            found[dataset] = dataset
+        elif pixels_of(spec) is not None:
+            found[dataset] = str(pixels_of(spec))
     return found
 
 
 def image_table(jobs: pd.DataFrame) -> pd.DataFrame:
     """COLUMNS: one row per (image dataset, framework), means over its ok jobs."""
-    ok = jobs[jobs["ok"] & jobs["dataset"].isin(image_datasets(jobs))]
+    shown = image_datasets(jobs)
+    ok = jobs[jobs["ok"] & jobs["dataset"].isin(shown)]
     if ok.empty:
         return pd.DataFrame(columns=COLUMNS)
-    numbers = ok[["dataset", "framework"]].copy()
+    # A tabular learner on a pixel table is listed under the image dataset, its input said.
+    pixels = ok["dataset"].map(shown) != ok["dataset"]
+    numbers = pd.DataFrame({"dataset": ok["dataset"].map(shown),
+                            "framework": ok["framework"].where(~pixels, ok["framework"] + " (pixels)")})
     for column in [ACCURACY, TOP5, *FIGURES, GPU_UTIL]:
         numbers[column] = pd.to_numeric(ok[column], errors="coerce") if column in ok else np.nan
     table = numbers.groupby(["dataset", "framework"], as_index=False).mean()

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from jobs_support.tiny_project import IMAGE_SIDE, image_pixels, make_image_project
 from PIL import Image
 
@@ -166,3 +167,19 @@ def test_top5_accuracy_counts_the_truth_among_the_five_most_probable() -> None:
     assert get_metric("top5_acc").score(folded) == pytest.approx(0.5)
     few = Predictions("multiclass", truth[:1], truth[:1], np.full((1, 5), 0.2), tuple("abcde"))
     assert get_metric("top5_acc").score(few) is None  # 5 classes or fewer: every row would count
+
+
+def test_a_pixel_table_holds_the_image_cards_pixels_and_its_very_folds(image_home: Path) -> None:
+    card = {"name": "tiny_pixels", "source": {"package": "automl-eval", "call": "pixels",
+                                              "loader": "images.pixels"},
+            "file": "tiny_pixels.parquet", "pixels_of": "tiny_image_multiclass", "target": "label",
+            "problem_type": "multiclass"}
+    (image_home / "specs" / "datasets" / "tiny_pixels.yaml").write_text(yaml.safe_dump(card))
+    materialize.materialize(_card())
+    materialize.materialize(load_dataset_spec("tiny_pixels"))
+    pixels = pd.read_parquet(image_home / "datasets" / "tiny_pixels.parquet")
+    assert pixels.shape == (24, IMAGE_SIDE * IMAGE_SIDE + 1)
+    first = decode(_image_file(image_home, 0).read_bytes()).reshape(-1)
+    np.testing.assert_array_equal(pixels.iloc[0, :-1].to_numpy(dtype=np.uint8), first)
+    assert (folds.folds_path(load_dataset_spec("tiny_pixels")).read_bytes()
+            == folds.folds_path(_card()).read_bytes())

@@ -41,3 +41,11 @@ def test_the_images_section_tables_image_datasets_and_names_the_best_loader(tmp_
 def test_no_image_dataset_means_no_section(tmp_path: Path) -> None:
     jobs = _jobs()
     assert images.section(jobs[jobs["dataset"] == "penguins"], tmp_path, _table) == ([], [])
+
+
+def test_a_tabular_learner_on_a_pixel_table_is_listed_under_its_image_dataset(tmp_path: Path) -> None:
+    jobs = pd.concat([_jobs(), pd.DataFrame([{"dataset": "digits_pixels", "framework": "hgb", "acc": 0.95,
+                                              "ok": True}])], ignore_index=True)
+    lines, _ = images.section(jobs, tmp_path, _table)
+    verdict = "- digits: deep learning does not pay: cnn:w2 0.8200 against hgb (pixels) 0.9500 accuracy"
+    assert verdict in "\n".join(lines)
