@@ -138,7 +138,7 @@ def test_hopskipjump_finds_the_analytic_flip_distance_of_a_planted_boundary() ->
     y = np.where(X["a"] / 2 + (X["b"] - 5) > 0.3, "yes", "no")
     model = PlantedLogistic(X, y)
     space = FeatureSpace.of(X, {"a": "numeric", "b": "numeric"})
-    rows = [0, 1, 2, 3]
+    rows = [0, 1, 2]
     outcome = attack_rows(model, space, X, X, rows, ["no", "yes"], 1.0, AttackSettings(max_iter=20),
                           lambda: True)
     w, b = model.fitted.coef_[0], model.fitted.intercept_[0]
@@ -214,17 +214,18 @@ def test_steering_raises_the_boundary_density_of_random_corruptions_on_hgb(proje
     context, scorer = _hgb_context(project["binary"], tmp_path)
     scorer.targets = {"gaussian_noise": ["x1", "x2"], "missing_mcar": ["x1", "x2", "color"]}
     for name in scorer.targets:
-        for severity in (0.25, 0.5, 1.0):
+        for severity in (0.5, 1.0):
             scorer(name, FRAME, severity, "preset")
-    settings = SteerSettings(delta=0.1, target=0.5, max_rounds=8)
+    settings = SteerSettings(delta=0.1, target=0.5, max_rounds=5)
     random_density = boundary_density(scorer.observed, settings.delta)
     fold = context.fold
     space = FeatureSpace.of(fold.X_train, dict(fold.task.column_roles))
     outcome = steer(scorer.model, space, fold.X_test, [str(c) for c in fold.task.classes], scorer.observed,
                     settings, lambda: True)
     assert outcome.density_before == pytest.approx(random_density)
-    # Measured: 0.04 from the random corruptions, 0.13 after 8 rounds (0.38 over the steered cases).
-    assert outcome.cases == 8 * settings.batch and outcome.density_after > 2 * random_density
+    # Measured (8 rounds, 3 severities): 0.04 from the random corruptions, 0.13 after steering, 0.38
+    # over the steered cases alone.
+    assert outcome.cases == 5 * settings.batch and outcome.density_after > 2 * random_density
     assert outcome.density_steered > 4 * random_density
     assert outcome.density_after == pytest.approx(boundary_density(scorer.observed, settings.delta))
     if outcome.density_after >= settings.target:
