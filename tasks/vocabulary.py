@@ -184,6 +184,11 @@ EXECUTION_TAGS: dict[str, str] = {
     "data_gate_failures": "datasets whose data gate failed, with the reason (their jobs are skipped)",
     "data_gate_accepted": "failed gate checks the dataset's card accepts (`gate: allow`), with the reason",
     "best.DATASET": "the framework with the best mean `result` on DATASET in this execution",
+    # Set by `automl-eval explain-regression` (docs/attribution.md), on a regressed execution and
+    # on each mix it ran (suite SUITE-attribution).
+    "attribution_main_factor": "the measured culprit of this execution's regression and its share",
+    "attribution_of": "on a mix of an attribution: the regressed execution it explains",
+    "attribution_mix": "on a mix of an attribution: the factors at their new value (+data_version)",
 }
 
 # Metrics on the parent run of one suite execution, set when it finishes.
