@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tasks.results import JobInfo
 
 STAGE_FILE = "stage.txt"  # the step the worker is in, so a kill can say where it happened
+ANYTIME_MAX_S = 20.0  # the most a job spends scoring its anytime curve's candidates
 WORK_DIR = "work"  # scratch space of the framework, removed once the model is saved
 
 
@@ -176,7 +177,7 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     for key, value in model.info().items():  # the framework's own (JobInfo keeps unknown keys)
         setattr(info, key, value)
 
-    _record_anytime(job_dir, model, costs, info, X_test, y_test, task, spec)
+    _record_anytime(job_dir, model, costs, info, X_test, y_test, task, spec, budget.time_s)
 
     mark_stage(job_dir, "measuring latency")
     started = time.perf_counter()
@@ -189,7 +190,7 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
 
 
 def _record_anytime(job_dir: Path, model: Any, costs: dict[str, float], info: JobInfo, X_test: Any,
-                    y_test: Any, task: Any, spec: Any) -> None:
+                    y_test: Any, task: Any, spec: Any, budget_time_s: float) -> None:
     """The score-over-time curve (anytime.csv) of a model that records its search's progress; a model
     that does not says why in info.anytime. Nothing here fails the job: the curve is an extra."""
     from tasks.anytime import ANYTIME_FILE, series, time_to_share  # inside: after the core pin (pandas)
@@ -205,8 +206,10 @@ def _record_anytime(job_dir: Path, model: Any, costs: dict[str, float], info: Jo
         info.anytime = {"offered": False, "reason": f"no anytime scoring for {spec.problem_type} yet"}
         return
     try:
+        # Inside the job's grace (60 s + 10% of its time), beside predicting, saving and the latency calls.
+        max_s = min(ANYTIME_MAX_S, 5.0 + 0.05 * budget_time_s)
         curve = series(candidates, costs["fit_s"], X_test, y_test, spec.problem_type, str(spec.metric),
-                       list(task.classes))
+                       list(task.classes), max_s=max_s)
     except Exception as error:  # noqa: BLE001 - a candidate that cannot predict: the job stands
         info.anytime = {"offered": True, "reason": f"scoring a candidate failed: {error!r}"[:500]}
         return

@@ -16,10 +16,10 @@ from tasks.plan import Job
 from tasks.specs import Budget
 from tasks.vocabulary import COST_METRICS, RESULT
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 # AutoGluon keeps seconds of its budget back for start and save, and on a busy machine its
 # preprocessing eats much of the rest: room for three tiny models.
-BUDGET = Budget(name="tiny-ag", time_s=60, cores=1, memory_mb=4096)
+BUDGET = Budget(name="tiny-ag", time_s=120, cores=1, memory_mb=4096)
 # Three small models and AutoGluon's weighted ensemble over them: a curve of a few points.
 PARAMS = {"hyperparameters": {"GBM": [{"num_boost_round": 5}, {"num_boost_round": 40}],
                               "RF": {"n_estimators": 20}},
