@@ -239,9 +239,6 @@ METRICS: tuple[Metric, ...] = (
     Metric("acc", CLASSIFICATION, False,
            lambda p: _sklearn_metrics().accuracy_score(p.y_true, p.y_pred),
            _names("accuracy", "logloss", "accuracy")),
-    Metric("top5_acc", ("multiclass",), False, _top5,
-           definition=f"top-{TOP_K} accuracy: the share of rows whose true class is among the {TOP_K} "
-                      f"most probable; scored only with more than {TOP_K} classes"),
     Metric("balacc", CLASSIFICATION, False,
            lambda p: _sklearn_metrics().balanced_accuracy_score(p.y_true, p.y_pred),
            _names("balanced_accuracy", "mean_per_class_error", "accuracy")),
@@ -263,6 +260,10 @@ METRICS: tuple[Metric, ...] = (
                       f"{ECE_BINS} equal-width bins (b/{ECE_BINS}, (b+1)/{ECE_BINS}]; the sum over bins of "
                       "the bin's share of rows times the absolute gap between its accuracy (top class = "
                       "truth) and its mean top-class probability (0..1)"),
+    # Added after the others: the order of the names existing stores read stays as it was.
+    Metric("top5_acc", ("multiclass",), False, _top5,
+           definition=f"top-{TOP_K} accuracy: the share of rows whose true class is among the {TOP_K} "
+                      f"most probable; scored only with more than {TOP_K} classes"),
     Metric("rmse", ("regression",), True,
            lambda p: _sklearn_metrics().root_mean_squared_error(p.y_true, p.y_pred),
            _names("root_mean_squared_error", "RMSE", "rmse"), default_for=("regression",)),

@@ -88,8 +88,8 @@ def test_framework_contract(
     if adapter.unavailable_reason():
         pytest.skip(adapter.unavailable_reason())
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
-    # An image adapter gets images: PNG files named by a labels table, then a Parquet of PNGs.
-    images = "image" in adapter.modalities
+    # An image-only adapter gets images: PNG files named by a labels table, then a Parquet of PNGs.
+    images = "image" in adapter.modalities and "tabular" not in adapter.modalities
     image_storage = "files" if storage == "csv" else storage
     specs = (make_image_project(tmp_path / "project", rows=80, storage=image_storage)
              if images else make_project(tmp_path / "project", rows=80))
@@ -268,7 +268,7 @@ def test_framework_capabilities(name: str, tmp_path: Path, monkeypatch: pytest.M
     adapter = all_adapters()[name]
     assert all(isinstance(package, str) and package for package in adapter.serving_packages)
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
-    images = "image" in adapter.modalities  # an image adapter gets a Parquet of PNGs
+    images = "image" in adapter.modalities and "tabular" not in adapter.modalities  # a Parquet of PNGs
     project = tmp_path / "project"
     specs = make_image_project(project, rows=80) if images else make_project(project, rows=80)
     for spec in specs.values():

@@ -49,11 +49,11 @@ FRAMEWORK_NAMES_BEFORE = {
 }
 
 
-def test_the_vocabulary_keeps_every_name_and_direction_and_adds_brier_and_ece() -> None:
+def test_the_vocabulary_keeps_every_name_and_direction_and_adds_brier_ece_and_top5() -> None:
     for problem_type, names in NAMES_BEFORE.items():
         assert SCORE_METRICS[problem_type][: len(names)] == names
     assert SCORE_METRICS["binary"][len(NAMES_BEFORE["binary"]):] == ("brier", "ece")
-    assert SCORE_METRICS["multiclass"][len(NAMES_BEFORE["multiclass"]):] == ("brier", "ece")
+    assert SCORE_METRICS["multiclass"][len(NAMES_BEFORE["multiclass"]):] == ("brier", "ece", "top5_acc")
     assert LOWER_BEFORE | {"brier", "ece"} == LOWER_IS_BETTER
 
 
