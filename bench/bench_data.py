@@ -143,9 +143,12 @@ def _run_step(step: str, name: str, framework: str = "constant") -> dict[str, An
 
 
 def _job(name: str, framework: str) -> dict[str, Any]:
+    import pandas as pd
+
     from tasks import paths
     from tasks.jobs import run_job
     from tasks.plan import Job
+    from tasks.resources import SERIES_FILE
     from tasks.specs import load_budget, load_dataset_spec
     from tasks.worker import DATA_LOAD_FILE
 
@@ -157,6 +160,11 @@ def _job(name: str, framework: str) -> dict[str, Any]:
         data_mb = json.loads((job_dir / DATA_LOAD_FILE).read_text()).get("data_mb")
     except (OSError, ValueError):
         data_mb = None
+    try:  # the job tree's mean CPU use (200 % is both cores of 1m2c): a shared machine shows here
+        samples = pd.read_csv(job_dir / SERIES_FILE)
+        cpu_pct = float(samples["cpu_pct"].mean()) if len(samples) else None
+    except (OSError, ValueError, KeyError):
+        cpu_pct = None
     return {
         "data_mb": data_mb,
         "status": result.status,
@@ -169,6 +177,7 @@ def _job(name: str, framework: str) -> dict[str, Any]:
         "job_cpu_s": result.costs.get("cpu_s"),
         "train_rows": result.costs.get("train_rows"),
         "result": result.scores.get("result"),
+        "cpu_pct": cpu_pct,
     }
 
 
@@ -254,8 +263,8 @@ def _table(measured: dict[int, dict[str, Any]]) -> None:
     """Per size, one row per framework: what a user would see of its job."""
     for rows, figures in measured.items():
         print(f"\n{rows:,} rows at {JOB_BUDGET}:")
-        print("| framework | status | fit rows | job peak MB | fit s | AUC | reason |")
-        print("|---|---|---|---|---|---|---|")
+        print("| framework | status | fit rows | job peak MB | fit s | mean CPU % | AUC | reason |")
+        print("|---|---|---|---|---|---|---|---|")
         for step, job in figures.items():
             if not step.startswith("job "):
                 continue
@@ -263,8 +272,10 @@ def _table(measured: dict[int, dict[str, Any]]) -> None:
             if fit_rows and (job.get("fit_rows") or 0) < (job.get("train_rows") or 0):
                 fit_rows += f" of {job['train_rows']:,.0f}"
             auc = f"{job['result']:.4f}" if job.get("result") is not None else ""
+            fit_s = f"{job['fit_s']:.1f}" if job.get("fit_s") is not None else ""
+            cpu = f"{job['cpu_pct']:.0f}" if job.get("cpu_pct") is not None else ""
             print(f"| {step[4:]} | {job['status']} | {fit_rows} | {job.get('job_peak_rss_mb') or 0:.0f} | "
-                  f"{job.get('fit_s') or 0:.1f} | {auc} | {job['error']} |")
+                  f"{fit_s} | {cpu} | {auc} | {job['error']} |")
 
 
 def tabular_frameworks() -> list[str]:
