@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks._torchvision import import_torchvision
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
 from tasks.images.codec import decode
 from tasks.results import CURVE_INFO_KEY
@@ -102,9 +103,9 @@ def build_network(
 ) -> tuple[Any, int]:
     """The architecture with random weights and `classes` outputs, sized to the input; returns it
     and the channel count it reads."""
-    import torchvision
     from torch import nn
 
+    torchvision = import_torchvision()
     known = torchvision.models.list_models(module=torchvision.models)
     if architecture not in known:
         raise ValueError(f"cnn: '{architecture}' is not a torchvision classification architecture; use "
@@ -181,7 +182,7 @@ class CNNModel(FittedModel):
 class CNNAdapter(FrameworkAdapter):
     name = "cnn"
     package = "torchvision"
-    install_hint = "pip install torch==2.14.1 torchvision==0.29.1"
+    install_hint = "pip install -c requirements.lock torch torchvision (make setup)"
     problem_types = frozenset({"binary", "multiclass"})
     modalities = frozenset({"image"})
     uses_gpu = True

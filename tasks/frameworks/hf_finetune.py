@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.errors import UserError
+from tasks.frameworks._torchvision import import_torchvision
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
 from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
@@ -70,6 +71,9 @@ def _offline() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # transformers imports torchvision wherever it is installed (its image processors); next to the
+    # CPU torch that import needs the guard (tasks/frameworks/_torchvision.py) to have run first.
+    import_torchvision()
 
 
 def load_checkpoint(checkpoint: str | None, num_labels: int, regression: bool) -> tuple[Any, Any, str]:
