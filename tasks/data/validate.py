@@ -285,10 +285,19 @@ def _fold_checks(
     sentence = ""
     if leaks:
         listed = ", ".join(f"fold {fold}: {count}" for fold, count in leaks.items())
+        card = spec.card_path or "the card"
+        allow = f"`gate: {{allow: [no_train_test_duplicates]}}` in {card}"
+        task = spec.source.openml_task
         sentence = (
-            f"{name}: duplicate rows shared between a fold's train and test part ({listed} test rows; "
-            f"first at data row {example + 1}) leak the answer; {fix}, drop the duplicates, or accept "
-            "it knowingly with `gate: {allow: [no_train_test_duplicates]}` in the card."
+            # OpenML's split is the benchmark's own (AMLB's diamonds has such rows): changing it
+            # would no longer be that task, so the only fix offered is to accept it knowingly.
+            f"{name}: OpenML task {task}'s split puts identical rows on both sides of a fold ({listed} "
+            f"test rows; first at data row {example + 1}), which leaks the answer; to run the task as "
+            f"OpenML splits it, accept this knowingly with {allow}."
+            if task is not None
+            else f"{name}: duplicate rows shared between a fold's train and test part ({listed} test "
+            f"rows; first at data row {example + 1}) leak the answer; {fix}, drop the duplicates, or "
+            f"accept it knowingly with {allow}."
         )
     results.append(CheckResult("no_train_test_duplicates", not leaks, sentence, leaks))
     return results

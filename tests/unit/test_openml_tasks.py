@@ -19,6 +19,7 @@ import yaml
 from openml_support.server import OpenMLFiles, OpenMLServer, TaskFiles, split_assignment
 
 from tasks.data import build, openml_tasks
+from tasks.data.validate import validate_dataset
 from tasks.errors import UserError
 from tasks.specs import load_dataset_spec, load_suite, openml_suite_file
 
@@ -54,6 +55,12 @@ def _regression() -> pd.DataFrame:
     return frame
 
 
+def _with_duplicates() -> pd.DataFrame:
+    """A regression table whose first rows appear twice, as AMLB's diamonds has identical rows."""
+    frame = _regression().iloc[:60]
+    return pd.concat([frame, frame.iloc[:10]], ignore_index=True)
+
+
 @dataclass
 class Served:
     server: OpenMLServer
@@ -87,6 +94,9 @@ TASKS = {
     ),
     9104: TaskFiles(9104, 804, "penguins_clusters", _multiclass(), "species", "Clustering"),
     9105: TaskFiles(9105, 805, "penguins_survival", _multiclass(), "species", "Survival Analysis"),
+    9106: TaskFiles(
+        9106, 806, "diabetes_twice", _with_duplicates(), "progression", "Supervised Regression", folds=5
+    ),
 }
 
 
@@ -223,3 +233,32 @@ def test_an_unknown_openml_suite_is_one_sentence(served: Served) -> None:
     _suite("typo", ["openml/x/31"])
     with pytest.raises(UserError, match=r"'openml/x/31' is not an OpenML entry; write openml/t/ID"):
         load_suite("typo", {})
+
+
+def test_duplicates_across_openml_splits_are_reported_and_accepted_knowingly(served: Served) -> None:
+    task = served.tasks[9106]
+    assignment = split_assignment(task)[0]
+    # The premise: OpenML's split tests some copy of a row in another fold than the original.
+    assert (assignment[60:] != assignment[:10]).any()
+    _stub("twice", 9106)
+    report = build.build(use_dvc=False)
+    assert not report.errors, report.errors
+
+    outcome = validate_dataset("twice")
+    card = openml_tasks.paths.dataset_cards_dir() / "twice.yaml"
+    assert not outcome.ok and not outcome.bad_input
+    assert len(outcome.failures) == 1, outcome.failures
+    sentence = outcome.failures[0]
+    assert sentence.startswith("twice: OpenML task 9106's split puts identical rows on both sides of a fold")
+    allow = "`gate: {allow: [no_train_test_duplicates]}`"
+    assert sentence.endswith(f"accept this knowingly with {allow} in {card}.")
+    assert sentence.count(". ") == 0  # one sentence
+
+    # The generated card's gate is the user's to edit: allowing the check makes it pass, noted.
+    fields = _card("twice")
+    fields["gate"] = {"allow": ["no_train_test_duplicates"]}
+    card.write_text(yaml.safe_dump(fields, sort_keys=False))
+    accepted = validate_dataset("twice")
+    assert accepted.ok, accepted.failures
+    note = "(check 'no_train_test_duplicates' accepted by the card: gate.allow)"
+    assert accepted.accepted == [f"{sentence} {note}"]
