@@ -31,6 +31,11 @@ def import_amlb_command(
         help="AMLB framework names, comma-separated (AutoGluon, H2OAutoML, flaml, RandomForest, ...).",
     ),
     name: str | None = typer.Option(None, "--name", help="The suite's name (default: the benchmark's)."),
+    allow_more_cores: bool = typer.Option(
+        False,
+        "--allow-more-cores",
+        help="Import a constraint that asks for more cores than this host has (a suite for team workers).",
+    ),
 ) -> None:
     """Write specs/suites/NAME.yaml and its budget from an AMLB benchmark file and constraint.
 
@@ -43,6 +48,7 @@ def import_amlb_command(
         constraint_name=constraint_name,
         frameworks=[part.strip() for part in frameworks.split(",") if part.strip()],
         name=name,
+        allow_more_cores=allow_more_cores,
     )
     root = paths.project_root()
     for path in result.written:

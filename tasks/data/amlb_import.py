@@ -159,19 +159,30 @@ def _positive_int(value: Any, where: str) -> int:
     return value
 
 
-def _budget_fields(settings: dict[str, Any], where: str, notes: list[str]) -> dict[str, int]:
+def _budget_fields(
+    settings: dict[str, Any], where: str, notes: list[str], allow_more_cores: bool
+) -> dict[str, int]:
     runtime = _positive_int(settings["max_runtime_seconds"], f"{where}: max_runtime_seconds")
     if runtime <= 0:
         raise UserError(f"{where}: max_runtime_seconds must be above 0, not {runtime}.")
-    host_cores = os.cpu_count() or 1
+    # The cores this process may use (a container's or taskset's share), as a job's affinity is cut.
+    host_cores = len(os.sched_getaffinity(0))
     cores = _positive_int(settings["cores"], f"{where}: cores")
     if cores <= 0:
         cores = host_cores
         notes.append(f"cores {settings['cores']} means every core in AMLB: {cores} on this host")
+    elif cores > host_cores and not allow_more_cores:
+        # Jobs here would share cores, so their times would not be the constraint's: refused at
+        # import (planning), not discovered in the results; team workers may have the cores.
+        raise UserError(
+            f"{where}: cores {cores} is more than this host's {host_cores}, so its times would not "
+            "be the constraint's; import it where the cores exist, or pass --allow-more-cores for "
+            "a suite that team workers with those cores will run."
+        )
     elif cores > host_cores:
         notes.append(
-            f"the constraint asks for {cores} cores and this host has {host_cores}: jobs here "
-            "share cores; run it where the cores exist to compare with AMLB's numbers"
+            f"the constraint asks for {cores} cores and this host has {host_cores} (--allow-more-cores): "
+            "jobs run here share cores; run it where the cores exist to compare with AMLB's numbers"
         )
     memory = _positive_int(settings["max_mem_size_mb"], f"{where}: max_mem_size_mb")
     if memory <= 0:
@@ -284,6 +295,7 @@ def import_benchmark(
     constraint_name: str | None = None,
     frameworks: list[str],
     name: str | None = None,
+    allow_more_cores: bool = False,
 ) -> AmlbImport:
     """Check the AMLB files, then write the suite, its budget and any local task's card and data."""
     suite_name = name or benchmark.stem.replace(".", "_")
@@ -294,7 +306,7 @@ def import_benchmark(
     notes: list[str] = []
     settings = {**AMLB_DEFAULTS, **{k: v for k, v in defaults.items() if k in AMLB_DEFAULTS}, **constrained}
     where = f"{constraint}: constraint '{constraint_label}'" if constraint else f"{benchmark}: __defaults__"
-    budget_fields = _budget_fields(settings, where, notes)
+    budget_fields = _budget_fields(settings, where, notes, allow_more_cores)
     folds = _positive_int(settings["folds"], f"{where}: folds")
     budget_name = f"amlb_{constraint_label or suite_name}".replace(".", "_")
     adapters = _frameworks(frameworks, notes)

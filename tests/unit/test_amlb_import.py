@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,7 @@ def test_an_amlb_benchmark_and_constraint_import_into_a_suite_and_budget(home: P
         constraint=home / "bench" / "constraints.yaml",
         constraint_name="1h8c",
         frameworks=["AutoGluon", "TunedRandomForest", "autosklearn"],
+        allow_more_cores=True,  # 8 cores: more than a small CI host has (tested below)
     )
     suite_text = (home / "specs" / "suites" / "small.yaml").read_text()
     suite = yaml.safe_load(suite_text)
@@ -180,7 +182,7 @@ def test_the_command_names_the_constraint_to_choose_and_exits_2(home: Path) -> N
         text=True,
         timeout=120,
         check=False,
-        env={**__import__("os").environ, "AUTOML_EVAL_HOME": str(home), "COLUMNS": "200"},
+        env={**os.environ, "AUTOML_EVAL_HOME": str(home), "COLUMNS": "200"},
     )
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert (
@@ -188,3 +190,37 @@ def test_the_command_names_the_constraint_to_choose_and_exits_2(home: Path) -> N
         in completed.stdout + completed.stderr
     )
     assert not (home / "specs" / "suites").exists()
+
+
+def _import_cli(home: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", "suites", "import-amlb", str(home / "bench" / "small.yaml"),
+         "--constraint", str(home / "bench" / "big.yaml"), "--frameworks", "constantpredictor", *options],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "AUTOML_EVAL_HOME": str(home), "COLUMNS": "300"},
+    )
+
+
+def test_a_constraint_with_more_cores_than_the_host_is_refused_unless_allowed(home: Path) -> None:
+    host = len(os.sched_getaffinity(0))
+    (home / "bench" / "big.yaml").write_text(f"big:\n  max_runtime_seconds: 60\n  cores: {host + 1}\n")
+    budgets = (home / "specs" / "budgets.yaml").read_text()
+    refused = _import_cli(home)
+    output = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 2, output
+    assert (
+        f"big.yaml: constraint 'big': cores {host + 1} is more than this host's {host}, so its times "
+        "would not be the constraint's; import it where the cores exist, or pass --allow-more-cores"
+    ) in output
+    assert not (home / "specs" / "suites").exists()
+    assert (home / "specs" / "budgets.yaml").read_text() == budgets
+
+    allowed = _import_cli(home, "--allow-more-cores")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert load_budget("amlb_big").cores == host + 1
+    suite_text = (home / "specs" / "suites" / "small.yaml").read_text()
+    assert f"this host has {host} (--allow-more-cores)" in suite_text
