@@ -8,6 +8,8 @@ them, and builds stub cards through `automl-eval datasets build`'s code path.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,9 @@ import yaml
 from openml_support.server import OpenMLFiles, OpenMLServer, TaskFiles, split_assignment
 
 from tasks.data import build, openml_tasks
-from tasks.data.validate import validate_dataset
+from tasks.data.folds import split
+from tasks.data.pinning import push
+from tasks.data.validate import validate_all, validate_dataset
 from tasks.errors import UserError
 from tasks.specs import load_dataset_spec, load_suite, openml_suite_file
 
@@ -262,3 +266,33 @@ def test_duplicates_across_openml_splits_are_reported_and_accepted_knowingly(ser
     assert accepted.ok, accepted.failures
     note = "(check 'no_train_test_duplicates' accepted by the card: gate.allow)"
     assert accepted.accepted == [f"{sentence} {note}"]
+
+
+def test_an_openml_dataset_is_pinned_by_dvc_and_later_builds_need_no_openml(served: Served) -> None:
+    home = openml_tasks.paths.project_root()
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=home, check=True)
+    subprocess.run([dvc, "remote", "add", "-d", "local", str(home / "remote")], cwd=home, check=True)
+    _stub("diabetes", 9103)
+    first = build.build()
+    assert not first.errors and first.pin_status == "pinned now", (first.errors, first.pin_status)
+    pinned = yaml.safe_load((home / "datasets.dvc").read_text())["outs"][0]
+    assert pinned["path"] == "datasets" and pinned["nfiles"] == 2  # diabetes.csv and its folds
+    assert push() is None
+
+    # Another clone: no OpenML (server gone, client cache gone), no data, no DVC cache; only the remote.
+    served.server.stop()
+    for folder in (openml_tasks.cache_dir(), home / "datasets", home / ".dvc" / "cache"):
+        shutil.rmtree(folder)
+    again = build.build()
+    assert again.route == "pulled from the DVC remote", again.pull_skipped
+    assert not again.errors and again.pin_status == "clean", (again.errors, again.pin_status)
+    assert not openml_tasks.cache_dir().exists()  # the client never ran
+    (outcome,) = validate_all(["diabetes"])
+    assert outcome.ok, outcome.failures
+    expected = split_assignment(served.tasks[9103])[0]
+    for fold in range(4):
+        train, test = split(load_dataset_spec("diabetes"), fold)
+        np.testing.assert_array_equal(np.sort(test), np.flatnonzero(expected == fold))
+        np.testing.assert_array_equal(np.sort(train), np.flatnonzero(expected != fold))
+    served.server = OpenMLServer(served.files.root)
