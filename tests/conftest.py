@@ -57,6 +57,15 @@ def _guard_project_root() -> None:
 _guard_project_root()
 
 
+@pytest.fixture(autouse=True)
+def _data_folders_stay_guarded() -> None:
+    # A library may add the root to sys.path again under another spelling, or drop the importer cache
+    # (importlib.invalidate_caches does not, but sys.path_importer_cache.clear() does): guard again.
+    if not all(isinstance(sys.path_importer_cache.get(entry), _DataFoldersAreNotPackages)
+               for entry in {os.getcwd(), *sys.path} if entry and Path(entry).resolve() == PROJECT_ROOT):
+        _guard_project_root()
+
+
 # ---------------------------------------------------------------- the dataset catalog, built once
 
 

@@ -180,11 +180,12 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     }
     if result.error:
         tags["error"] = result.error[-MAX_TAG_CHARS:]
-    energy = result.info.get("energy") or {}
-    if energy:
-        tags["energy_source"] = str(energy.get("source", "none"))
-        if energy.get("reason"):
-            tags["energy_reason"] = str(energy["reason"])[-MAX_TAG_CHARS:]
+    # Every job run says where its energy came from, so a search on energy_source finds them all; a job
+    # that ended before the worker measured anything says that instead of leaving the tag out.
+    energy = result.info.get("energy") or {"source": "none", "reason": "the job recorded no energy reading"}
+    tags["energy_source"] = str(energy.get("source", "none"))
+    if energy.get("reason"):
+        tags["energy_reason"] = str(energy["reason"])[-MAX_TAG_CHARS:]
     for name, outcome in sorted(result.evaluations.items()):
         tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
         if outcome.get("reason"):

@@ -199,6 +199,7 @@ def test_amlb_results_csv_has_exactly_the_documented_columns(tmp_path: Path) -> 
         "rmse",
         "smape",
         "smape_naive2",
+        "top5_acc",
     ]
     table = _synthetic(datasets=3, fail=[("ds00_binary", "rf")])
     path = tmp_path / "results.csv"
