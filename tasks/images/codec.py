@@ -12,15 +12,17 @@ import io
 from collections.abc import Iterable
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
-# What Pillow raises for bytes that are not a decodable image (truncated, wrong format, empty).
-DECODE_ERRORS = (UnidentifiedImageError, OSError, ValueError, SyntaxError)
+# What Pillow raises for bytes that are not a decodable image (truncated, wrong format, empty);
+# its UnidentifiedImageError is an OSError.
+DECODE_ERRORS = (OSError, ValueError, SyntaxError)
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
     """uint8 pixels (H, W) or (H, W, C) as PNG bytes; the same pixels give the same bytes."""
+    from PIL import Image  # see _pillow_is_imported_late below
+
     array = np.ascontiguousarray(pixels, dtype=np.uint8)
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
@@ -34,6 +36,8 @@ def decode(data: bytes) -> np.ndarray:
     """PNG/JPEG/... bytes as uint8 pixels (H, W, C); one of DECODE_ERRORS when they are no image."""
     if not data:
         raise ValueError("the file is empty (0 bytes)")
+    from PIL import Image  # see _pillow_is_imported_late below
+
     with Image.open(io.BytesIO(data)) as image:
         image.load()
         if image.mode not in ("L", "RGB", "RGBA"):
@@ -59,3 +63,8 @@ def content_hashes(images: Iterable[bytes]) -> list[str]:
         except DECODE_ERRORS:
             hashes.append("bytes:" + hashlib.blake2b(bytes(data or b""), digest_size=16).hexdigest())
     return hashes
+
+
+# _pillow_is_imported_late: Pillow is imported inside encode_png and decode, not at the top. A worker
+# in a framework environment (.venvs/NAME-VERSION, which holds that framework's packages only) imports
+# every adapter module, the image CNN's included, and this module with it; only image jobs need Pillow.
