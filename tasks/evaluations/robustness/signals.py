@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,9 @@ def anomaly_capture(observed: list[Observation]) -> float:
 
 def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0) -> float:
     """Share of neurons (output units of every leaf layer) whose activation exceeds `threshold`
-    for at least one of `inputs`, recorded with forward hooks. `module` is a torch.nn.Module."""
+    for at least one of `inputs`, recorded with forward hooks. `module` is a torch.nn.Module;
+    `inputs` one input (a tensor, or a mapping of tensors passed as keywords) or a list of them
+    (batches of generated cases: a neuron counts once it fires in any)."""
     # torch is imported here, not at the top: only torch models have this signal, and importing
     # torch costs seconds in every robustness job that has none.
     import torch
@@ -72,19 +75,31 @@ def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0) -> flo
 
     def hook(name: str) -> Any:
         def record(_module: Any, _inputs: Any, output: Any) -> None:
-            if not isinstance(output, torch.Tensor):
+            if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.dim() < 1:
                 return
-            above = (output.detach().reshape(output.shape[0], -1) > threshold).any(dim=0)
-            fired[name] = above | fired[name] if name in fired else above
+            above = (output.detach().reshape(output.shape[0], -1) > threshold).any(dim=0).cpu()
+            # Padded batches of text differ in length: units past the shorter batch's end count
+            # from the batch that has them.
+            if name in fired:
+                seen = fired[name]
+                if seen.numel() > above.numel():
+                    above, seen = seen, above
+                above = torch.cat([above[: seen.numel()] | seen, above[seen.numel():]])
+            fired[name] = above
 
         return record
 
     for name, layer in module.named_modules():
         if not list(layer.children()):  # leaf layers: their outputs are the neurons
             handles.append(layer.register_forward_hook(hook(name)))
+    batches = inputs if isinstance(inputs, list) else [inputs]
     try:
         with torch.no_grad():
-            module(inputs)
+            for batch in batches:
+                if isinstance(batch, Mapping):
+                    module(**batch)
+                else:
+                    module(batch)
     finally:
         for handle in handles:
             handle.remove()
