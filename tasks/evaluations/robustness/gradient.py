@@ -84,8 +84,18 @@ def classifier_of(network: TorchNetwork) -> Any:
 
     if network.clip_values is None or network.input_shape is None:
         raise ValueError("its inputs are discrete (no clip values): gradients cannot move them")
+    class Float32(torch.nn.Module):
+        """The network fed float32: HopSkipJump hands ART float64 arrays, which ART passes on as they are."""
+
+        def __init__(self, module: Any) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, x: Any) -> Any:
+            return self.module(x.float())
+
     on_gpu = any(p.is_cuda for p in network.module.parameters())
-    return PyTorchClassifier(model=network.module, loss=torch.nn.CrossEntropyLoss(),
+    return PyTorchClassifier(model=Float32(network.module).eval(), loss=torch.nn.CrossEntropyLoss(),
                              input_shape=tuple(network.input_shape), nb_classes=len(network.classes),
                              clip_values=tuple(network.clip_values), device_type="gpu" if on_gpu else "cpu")
 
