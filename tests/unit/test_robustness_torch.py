@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from jobs_support.tiny_project import make_image_project
 
+from tasks.data.fold_data import load_fold
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.evaluations.robustness import torch_network_of
@@ -22,6 +24,8 @@ from tasks.frameworks.capabilities import TorchNetwork
 from tasks.frameworks.registry import get_adapter
 from tasks.jobs import run_job
 from tasks.plan import Job
+from tasks.report import robustness
+from tasks.report.jobs import prepare
 from tasks.specs import Budget, DatasetSpec, load_suite
 
 BUDGET = Budget(name="robust-cnn", time_s=30, cores=1, memory_mb=4096)
@@ -65,8 +69,6 @@ def test_the_cnn_stage_reports_activation_coverage_and_pixel_attacks(images: dic
 def test_coverage_through_the_capability_matches_hooks_by_hand(images: dict[str, DatasetSpec],
                                                                tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from tasks.data.fold_data import load_fold
-
     fold = load_fold(images["multiclass"], 0)
     model = get_adapter("cnn").fit(fold.X_train, fold.y_train, task=fold.task, budget=BUDGET,
                                    params={"batch_size": 8, "epochs": 1, "_max_steps": 2}, workdir=tmp_path,
@@ -126,3 +128,25 @@ def test_an_activation_target_outside_0_1_is_one_sentence(images: dict[str, Data
                     "robustness: {enabled: true, activation_target: 1.5}\n")
     with pytest.raises(UserError, match=r"s\.yaml: field 'robustness\.activation_target'"):
         load_suite(path, all_evaluations())
+
+
+def test_the_report_shows_pixel_attacks_apart_from_the_black_box_table(tmp_path: Path) -> None:
+    rows = [{"dataset": "digits", "framework": f, "status": "ok", "metric": "acc", "acc": 0.9, "result": 0.9,
+             "robust_auc": 0.8, "fold": fold, "seed": 0, "robust_pixel_rows": 32.0,
+             "robust_fgsm_flip_share": share + fold / 10, "robust_pgd_flip_share": 1.0,
+             "robust_fgsm_linf_median": 0.05, "robust_activation_coverage": 0.6}
+            for f, share in (("cnn", 0.2),) for fold in (0, 1)]
+    pixel_names = ("fgsm_flip_share", "pgd_flip_share", "pixel_rows", "fgsm_linf_median",
+                   "activation_coverage")
+    rows.append({**rows[0], "framework": "hgb", "robust_adv_flip_median": 1.5,
+                 **{f"robust_{name}": None for name in pixel_names}})
+    report = robustness.build(prepare(pd.DataFrame(rows)), None, tmp_path)
+    assert report is not None
+    pixel = report.pixel.set_index("framework")
+    assert list(pixel.index) == ["cnn"]  # hgb has no network: no row of its own
+    assert pixel.loc["cnn", "fgsm_flip_share"] == pytest.approx(0.25)  # mean over the folds
+    assert pixel.loc["cnn", "coverage"] == pytest.approx(0.6)
+    assert list(report.adaptive["framework"]) == ["hgb"]
+    text = "\n".join(robustness.markdown(report, lambda frame: frame.to_string()))
+    assert "Pixel-space attacks and activation coverage" in text
+    assert (tmp_path / "robust_pixel.csv").is_file()
