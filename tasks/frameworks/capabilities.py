@@ -108,3 +108,7 @@ class TorchNetwork:
     # None where the input is discrete (token ids), so gradient attacks do not apply.
     clip_values: tuple[float, float] | None = None
     input_shape: tuple[int, ...] | None = None
+    # What a neuron is for activation coverage (signals.activation_coverage): "flat", every output
+    # value of a case (fixed-size images); "last_axis", a unit of the last axis at any position
+    # (token sequences, whose length varies with the batch's padding).
+    units: str = "flat"

@@ -175,7 +175,7 @@ class HFModel(FittedModel):
         self.model.eval()
         # Token ids are discrete: no clip values, so gradient attacks do not apply.
         return TorchNetwork(module=self.model, inputs=inputs,
-                            classes=[str(c) for c in self.settings["labels"]])
+                            classes=[str(c) for c in self.settings["labels"]], units="last_axis")
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         outputs = self._outputs(X)

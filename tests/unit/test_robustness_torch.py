@@ -20,6 +20,7 @@ from tasks.evaluations.robustness import torch_network_of
 from tasks.evaluations.robustness.gradient import GradientSettings, pixel_attacks
 from tasks.evaluations.robustness.signals import activation_coverage
 from tasks.evaluations.stage import run_evaluations
+from tasks.frameworks.base import TaskInfo
 from tasks.frameworks.capabilities import TorchNetwork
 from tasks.frameworks.registry import get_adapter
 from tasks.jobs import run_job
@@ -150,3 +151,27 @@ def test_the_report_shows_pixel_attacks_apart_from_the_black_box_table(tmp_path:
     text = "\n".join(robustness.markdown(report, lambda frame: frame.to_string()))
     assert "Pixel-space attacks and activation coverage" in text
     assert (tmp_path / "robust_pixel.csv").is_file()
+
+
+def test_hf_finetune_offers_its_network_for_coverage_but_not_for_gradient_attacks(tmp_path: Path) -> None:
+    texts = ["great taste, love it", "delicious and fresh", "stale and awful", "worst tea I ever had"] * 3
+    X = pd.DataFrame({"review": texts})
+    y = pd.Series(["great", "great", "other", "other"] * 3, dtype=object)
+    task = TaskInfo("binary", "score", "auc", {"review": "text"}, ("great", "other"))
+    adapter = get_adapter("hf_finetune")
+    model = adapter.fit(X, y, task=task, budget=Budget(name="tiny", time_s=120, cores=1, memory_mb=2048),
+                        params=adapter.test_params(), workdir=tmp_path, seed=0)
+    network, reason = torch_network_of(model)
+    assert network is not None and reason == "" and network.classes == ["great", "other"]
+    assert network.clip_values is None  # token ids: nothing gradients may move
+    # Two padded batches of different lengths count as one set of cases.
+    short, long = network.inputs(X.iloc[:2]), network.inputs(pd.DataFrame({"review": [texts[3] * 3]}))
+    assert short["input_ids"].shape[1] != long["input_ids"].shape[1]
+    assert network.units == "last_axis"
+    coverage = activation_coverage(network.module, [short, long], 0.0, network.units)
+    assert 0 < coverage < 1
+    assert coverage >= activation_coverage(network.module, short, 0.0, network.units)
+    with pytest.raises(ValueError, match="units='last_axis'"):
+        activation_coverage(network.module, [short, long], 0.0)
+    with pytest.raises(ValueError, match="discrete"):
+        pixel_attacks(network, np.zeros((1, 1)), GradientSettings(), lambda _s: True)

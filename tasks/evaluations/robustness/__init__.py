@@ -667,7 +667,13 @@ def _activation(context: EvaluationContext, scorer: Scorer, settings: Robustness
     batches: list[Any] = [network.inputs(frame) for frame in scorer.kept]
     batches += [torch.from_numpy(x).to(device) for x in (pixel.adversarial if pixel else [])]
     threshold, target = settings.activation_threshold, settings.activation_target
-    before = activation_coverage(network.module, batches, threshold) if batches else float("nan")
+
+    def measure() -> float:
+        if not batches:
+            return float("nan")
+        return activation_coverage(network.module, batches, threshold, network.units)
+
+    before = measure()
     coverage, added, rounds, round_s = before, 0, 0, 0.0
     base = None
     if network.clip_values is not None:
@@ -693,7 +699,7 @@ def _activation(context: EvaluationContext, scorer: Scorer, settings: Robustness
         amplitude = min(1.0, settings.pixel_eps * 2 ** rounds)  # wider each round: neurons not yet fired
         assert network.clip_values is not None
         batches.append(torch.from_numpy(noise_cases(base, network.clip_values, amplitude, rng)).to(device))
-        coverage = activation_coverage(network.module, batches, threshold)
+        coverage = measure()
         added, rounds, round_s = added + len(base), rounds + 1, time.perf_counter() - started
     if np.isfinite(before):
         out.metrics["robust_activation_coverage_before"] = before
