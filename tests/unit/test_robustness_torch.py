@@ -59,6 +59,8 @@ def test_the_cnn_stage_reports_activation_coverage_and_pixel_attacks(images: dic
         assert 0 < metrics["robust_fgsm_linf_median"] <= 0.3 + 1e-6
     # The tabular black-box search has no feature to move on an image: its own figures stay apart.
     assert "robust_adv_flip_median" not in metrics
+    # The attacked images join the generated cases the signals read.
+    assert 0 <= metrics["robust_boundary_density"] <= 1
     coverage = metrics["robust_activation_coverage"]
     assert 0 < metrics["robust_activation_coverage_before"] <= coverage <= 1
     # Target 0.99 on a ResNet is out of reach: the noise rounds ran until their cap or the time.
@@ -116,6 +118,12 @@ def test_an_attack_that_raises_is_recorded_and_discrete_inputs_are_not_applicabl
     metrics = outcome.metrics()
     assert metrics["robust_pixel_errors"] == 1 and "robust_pgd_flip_share" not in metrics
     assert "robust_fgsm_flip_share" in metrics and "robust_pixel_hsj_flip_share" in metrics
+    # The time is checked between chunks of rows: a clock that allows only the first chunk stops
+    # each attack there, says so, and the figures are over the rows attacked.
+    short = pixel_attacks(network, x, GradientSettings(eps=0.5, chunk=2), lambda next_s: next_s == 0.0)
+    fgsm = short.attacks[0]
+    assert len(fgsm.flipped) == 2 and fgsm.skipped == "time limit reached after 2 of 5 rows"
+    assert all(a.skipped == "time limit reached after 0 of 5 rows" for a in short.attacks[1:])
     discrete = TorchNetwork(module=net, inputs=network.inputs, classes=["a", "b"])
     with pytest.raises(ValueError, match="discrete"):
         pixel_attacks(discrete, x, GradientSettings(), lambda _s: True)

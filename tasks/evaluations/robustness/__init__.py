@@ -591,7 +591,7 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
     if network is None:
         out.not_applicable["pixel_attacks"] = out.not_applicable["activation_coverage"] = network_reason
     else:
-        pixel = _pixel_attacks(context, settings, network, out, attack_floor)
+        pixel = _pixel_attacks(context, scorer, settings, network, out, attack_floor)
     if classes is None:
         out.not_applicable["boundary_density"] = "regression has no class margin"
         out.stopped_by = "nothing to steer: boundary density needs class probabilities"
@@ -622,10 +622,11 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
     return out
 
 
-def _pixel_attacks(context: EvaluationContext, settings: RobustnessSettings, network: TorchNetwork,
-                   out: Boundary, attack_floor: float) -> PixelOutcome | None:
+def _pixel_attacks(context: EvaluationContext, scorer: Scorer, settings: RobustnessSettings,
+                   network: TorchNetwork, out: Boundary, attack_floor: float) -> PixelOutcome | None:
     """FGSM, PGD and HopSkipJump in the network's input space on seeded test rows, in the time the
-    boundary search leaves; figures apart from the black-box ones (robust_adv_*)."""
+    boundary search leaves; figures apart from the black-box ones (robust_adv_*). The attacked
+    inputs join the generated cases the signals read (their truth: the row's label)."""
     X = context.fold.X_test
     left = context.time_left_s() - attack_floor
     if network.clip_values is None or network.input_shape is None:
@@ -647,12 +648,31 @@ def _pixel_attacks(context: EvaluationContext, settings: RobustnessSettings, net
     outcome = pixel_attacks(network, x, pixel_settings,
                             lambda last_s: context.time_left_s() > attack_floor + 1.5 * last_s)
     out.metrics.update(outcome.metrics())
+    truth = context.fold.y_test.astype(str).to_numpy()[rows]
+    try:
+        for perturbed in outcome.adversarial:
+            proba = _softmax(network, perturbed)
+            predicted = np.asarray(network.classes)[proba.argmax(axis=1)]
+            scorer.observed.append(Observation.of(proba, predicted, truth[: len(perturbed)]))
+    except Exception as exc:  # noqa: BLE001 - the signals go on without these cases
+        out.info["pixel_signal_error"] = f"{type(exc).__name__}: {exc}"[:300]
     out.info["pixel"] = {
         "rows": rows, "eps": settings.pixel_eps, "kind": "in the network's input space: FGSM (minimal), PGD "
         "(gradients), HopSkipJump (decisions only); L-inf budget pixel_eps, pixels in 0..1",
         "attacks": {a.name: {"seconds": a.seconds, "error": a.error, "skipped": a.skipped}
                     for a in outcome.attacks}}
     return outcome
+
+
+def _softmax(network: TorchNetwork, x: np.ndarray) -> np.ndarray:
+    """The network's class probabilities for inputs `x`."""
+    # torch is imported here, not at the top: only models that offer a torch network come here.
+    import torch
+
+    device = next(network.module.parameters()).device
+    with torch.no_grad():
+        logits = network.module(torch.from_numpy(x).to(device)).float()
+    return torch.softmax(logits, dim=1).cpu().numpy()
 
 
 def _activation(context: EvaluationContext, scorer: Scorer, settings: RobustnessSettings,
