@@ -64,6 +64,7 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
         "adv_stopped": info.get("boundary", {}).get("adversarial", {}).get("stop_reason"),
         "features_changed": info.get("boundary", {}).get("adversarial", {}).get("features_changed"),
         "generation_stopped_by": info.get("generation_stopped_by"),
+        "pixel_attacks": info.get("boundary", {}).get("pixel", {}).get("attacks"),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -71,7 +72,12 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
 # The adaptive figures (robust_NAME metrics) printed per job.
 ADAPTIVE = ["adv_flip_median", "adv_flip_p10", "adv_flip_share", "adv_rows", "adv_s", "anomaly_auroc",
             "boundary_density_random", "boundary_density_steered", "boundary_density", "replayed",
-            "replay_still_breaking"]
+            "replay_still_breaking",
+            # torch networks (the image CNN): pixel-space attacks and activation coverage
+            "pixel_rows", "fgsm_flip_share", "fgsm_linf_median", "fgsm_l2_median", "pgd_flip_share",
+            "pgd_linf_median", "pgd_l2_median", "pixel_hsj_flip_share", "pixel_hsj_linf_median",
+            "pixel_errors",
+            "activation_coverage_before", "activation_coverage", "activation_cases"]
 
 
 def _round(value: object) -> object:

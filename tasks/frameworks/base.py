@@ -22,6 +22,7 @@ from tasks.frameworks.capabilities import (
     NotOffered,
     OnnxCompiled,
     OnnxGraph,
+    TorchNetwork,
     TreeEnsemble,
 )
 from tasks.frameworks.environments import EnvironmentSpec
@@ -123,6 +124,10 @@ class FittedModel(ABC):
     def anytime_candidates(self) -> list[AnytimeCandidate]:
         """The models the search had ready along the fit (the score-over-time curve's points)."""
         raise NotOffered("the framework exposes no record of its search's progress")
+
+    def torch_network(self) -> TorchNetwork:
+        """Its torch network and how a frame becomes the network's input."""
+        raise NotOffered("its model is not a torch network")
 
 
 class FrameworkAdapter(ABC):

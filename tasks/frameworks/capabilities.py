@@ -2,8 +2,8 @@
 
 A model is asked (tasks/frameworks/base.py, ``FittedModel``): a tree ensemble shap's tree explainer
 reads, an ONNX conversion, the framework's own feature importance, its own deployable artifact
-(H2O's MOJO), the tokens of its text input. What it does not offer it refuses with ``NotOffered``
-and one line saying why, so the evaluations never branch on a framework's name.
+(H2O's MOJO), the tokens of its text input, its torch network. What it does not offer it refuses
+with ``NotOffered`` and one line saying why, so the evaluations never branch on a framework's name.
 """
 
 from __future__ import annotations
@@ -93,3 +93,22 @@ class AnytimeCandidate:
     predict_proba: Callable[[pd.DataFrame], pd.DataFrame] | None  # classification
     final: bool = False
     timing: str = ""  # how ready_s was derived, in words
+
+
+@dataclass(frozen=True)
+class TorchNetwork:
+    """The model's torch network and how a frame becomes its input, for the signals and attacks that
+    need the network itself (activation coverage through forward hooks, gradient attacks)."""
+
+    module: Any  # torch.nn.Module, answering logits in `classes` order
+    # A frame of cases -> the network's input: a tensor, or a mapping of tensors passed as keywords.
+    inputs: Callable[[pd.DataFrame], Any]
+    classes: list[str]
+    # Continuous inputs gradients may move (pixels): their (low, high) range and one input's shape;
+    # None where the input is discrete (token ids), so gradient attacks do not apply.
+    clip_values: tuple[float, float] | None = None
+    input_shape: tuple[int, ...] | None = None
+    # What a neuron is for activation coverage (signals.activation_coverage): "flat", every output
+    # value of a case (fixed-size images); "last_axis", a unit of the last axis at any position
+    # (token sequences, whose length varies with the batch's padding).
+    units: str = "flat"

@@ -29,6 +29,7 @@ import pandas as pd
 
 from tasks.frameworks._torchvision import import_torchvision
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.capabilities import TorchNetwork
 from tasks.images.codec import decode
 from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
@@ -133,6 +134,26 @@ class CNNModel(FittedModel):
         self.task = task
         self.device = device
         self.history = history or {}
+
+    def pixels(self, X: pd.DataFrame) -> np.ndarray:
+        """The network's input for a frame: float32 pixels in 0..1, rows x channels x height x width."""
+        images = EncodedImages(X[self.settings["column"]].tolist(), np.zeros(len(X), dtype=np.int64),
+                               int(self.settings["input_channels"]))
+        if not len(X):
+            return np.zeros((0, *self._shape()), dtype=np.float32)
+        return np.stack([images.pixels(i) for i in range(len(X))])
+
+    def _shape(self) -> tuple[int, int, int]:
+        return int(self.settings["input_channels"]), int(self.settings["height"]), int(self.settings["width"])
+
+    def torch_network(self) -> TorchNetwork:
+        import torch  # inside, like every torch import here: the registry imports adapters cheaply
+
+        self.network.eval()
+        return TorchNetwork(module=self.network,
+                            inputs=lambda X: torch.from_numpy(self.pixels(X)).to(self.device),
+                            classes=[str(c) for c in self.settings["labels"]],
+                            clip_values=(0.0, 1.0), input_shape=self._shape())
 
     def _logits(self, X: pd.DataFrame) -> np.ndarray:
         import torch

@@ -25,6 +25,7 @@ import pandas as pd
 from tasks.errors import UserError
 from tasks.frameworks._torchvision import import_torchvision
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks.capabilities import NotOffered, TorchNetwork
 from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
 
@@ -160,6 +161,21 @@ class HFModel(FittedModel):
                 ).to(self.device)
                 outputs[rows] = self.model(**encoded).logits.float().cpu().numpy()
         return outputs
+
+    def torch_network(self) -> TorchNetwork:
+        if not self.task.is_classification:
+            raise NotOffered("a regression head has no classes for the torch signals")
+
+        def inputs(X: pd.DataFrame) -> Any:
+            texts = texts_of(X, self.settings["columns"], self.settings["text_columns"])
+            return dict(self.tokenizer(texts, truncation=True, padding=True,
+                                       max_length=int(self.settings["max_length"]),
+                                       return_tensors="pt").to(self.device))
+
+        self.model.eval()
+        # Token ids are discrete: no clip values, so gradient attacks do not apply.
+        return TorchNetwork(module=self.model, inputs=inputs,
+                            classes=[str(c) for c in self.settings["labels"]], units="last_axis")
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         outputs = self._outputs(X)

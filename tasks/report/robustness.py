@@ -40,6 +40,8 @@ class RobustnessReport:
     adaptive: pd.DataFrame = field(default_factory=pd.DataFrame)
     # dataset, corruption, framework: breaking point and its interval over the draws
     intervals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # dataset, framework: FGSM/PGD/HopSkipJump in pixel space, activation coverage (torch networks)
+    pixel: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def robust_ranking(table: pd.DataFrame,
@@ -129,18 +131,27 @@ ADAPTIVE = {"adv_flip_median": "flip_median", "adv_flip_p10": "flip_p10", "adv_f
             "adv_rows": "rows_attacked", "anomaly_auroc": "anomaly_auroc",
             "boundary_density_random": "density_random", "boundary_density_steered": "density_steered",
             "replayed": "replayed", "replay_still_breaking": "still_breaking"}
+# The figures of models that offer their torch network, kept apart from the black-box ones above.
+PIXEL = {"pixel_rows": "rows_attacked", "fgsm_flip_share": "fgsm_flip_share", "fgsm_linf_median": "fgsm_linf",
+         "fgsm_l2_median": "fgsm_l2", "pgd_flip_share": "pgd_flip_share", "pgd_linf_median": "pgd_linf",
+         "pgd_l2_median": "pgd_l2", "pixel_hsj_flip_share": "hsj_flip_share",
+         "pixel_hsj_linf_median": "hsj_linf",
+         "pixel_errors": "attack_errors", "activation_coverage_before": "coverage_before",
+         "activation_coverage": "coverage"}
 
 
-def adaptive_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
+def adaptive_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE,
+                   names: dict[str, str] = ADAPTIVE) -> pd.DataFrame:
     """Per dataset and framework (mean over folds): the minimal flip distances of the black-box
     boundary search, the share flipped within the budget, anomaly-capture AUROC, boundary density of
-    the random corruptions and of the steered cases, and the replayed cases that still break."""
-    columns = [f"robust_{name}" for name in ADAPTIVE if f"robust_{name}" in table.columns]
+    the random corruptions and of the steered cases, and the replayed cases that still break (with
+    `names` = PIXEL: the pixel-space attacks and activation coverage of torch networks)."""
+    columns = [f"robust_{name}" for name in names if f"robust_{name}" in table.columns]
     ok = table[table["ok"] & (table["framework"] != baseline)]
     if not columns or ok.empty:
         return pd.DataFrame()
     means = ok.groupby(["dataset", "framework"])[columns].mean().dropna(how="all")
-    return means.rename(columns={f"robust_{k}": v for k, v in ADAPTIVE.items()}).reset_index()
+    return means.rename(columns={f"robust_{k}": v for k, v in names.items()}).reset_index()
 
 
 def interval_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
@@ -185,7 +196,8 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
     report = RobustnessReport(board, test, cd_value, family_table(table, baseline),
                               breaking_table(table, baseline), cells, curves,
                               adaptive=adaptive_table(table, baseline),
-                              intervals=interval_table(table, baseline))
+                              intervals=interval_table(table, baseline),
+                              pixel=adaptive_table(table, baseline, PIXEL))
     if cd_value is not None:
         average = ranking.ranks(block).mean()
         report.figures.append(plots.critical_difference(
@@ -197,7 +209,7 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
     for name, frame in (("robust_leaderboard", board), ("robust_families", report.families),
                         ("robust_breaking_points", report.breaking), ("robust_worst_cells", cells),
                         ("robust_curves", curves), ("robust_adaptive", report.adaptive),
-                        ("robust_breaking_intervals", report.intervals)):
+                        ("robust_breaking_intervals", report.intervals), ("robust_pixel", report.pixel)):
         if not frame.empty:
             frame.to_csv(folder / f"{name}.csv", index=False)
     if usable:
@@ -271,6 +283,16 @@ def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) ->
                   "under delta, among the random corruptions and among the steered boundary cases; "
                   "replayed / still_breaking: cases saved by an earlier execution, and those that still "
                   "break the model.", "", render(report.adaptive), ""]  # type: ignore[operator]
+    if not report.pixel.empty:
+        lines += ["### Pixel-space attacks and activation coverage (torch networks)", "",
+                  "Apart from the black-box figures above: attacks in the network's own input space (pixels "
+                  "in 0..1) on rows_attacked seeded test rows, each trying to flip the network's own "
+                  "prediction. fgsm / pgd: FGSM (minimal mode: the smallest gradient-sign step that flips) "
+                  "and PGD follow the loss's gradient; hsj: HopSkipJump reads decisions only. *_flip_share: "
+                  "rows flipped within the suite's pixel_eps (L-inf); *_linf / *_l2: median perturbation of "
+                  "the flipped rows. coverage_before / coverage: share of the network's neurons above the "
+                  "activation threshold for at least one generated case, before and after the noise cases "
+                  "steered towards unfired neurons.", "", render(report.pixel), ""]  # type: ignore[operator]
     if not report.worst_cells.empty:
         lines += [f"### Top {TOP_CELLS} most damaging (column, corruption) cells per framework", "",
                   render(report.worst_cells), ""]  # type: ignore[operator]

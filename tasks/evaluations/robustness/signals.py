@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,9 +61,15 @@ def anomaly_capture(observed: list[Observation]) -> float:
     return float(roc_auc_score(wrong, doubt))
 
 
-def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0) -> float:
+def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0, units: str = "flat") -> float:
     """Share of neurons (output units of every leaf layer) whose activation exceeds `threshold`
-    for at least one of `inputs`, recorded with forward hooks. `module` is a torch.nn.Module."""
+    for at least one of `inputs`, recorded with forward hooks. `module` is a torch.nn.Module;
+    `inputs` one input (a tensor, or a mapping of tensors passed as keywords) or a list of them
+    (batches of generated cases: a neuron counts once it fires in any). `units`: "flat", every
+    value of a case's output is a neuron (fixed-size inputs: images); "last_axis", a neuron is a
+    unit of the output's last axis, fired at any position (sequences, whose length varies)."""
+    if units not in ("flat", "last_axis"):
+        raise ValueError(f"units is 'flat' or 'last_axis', not '{units}'")
     # torch is imported here, not at the top: only torch models have this signal, and importing
     # torch costs seconds in every robustness job that has none.
     import torch
@@ -72,9 +79,15 @@ def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0) -> flo
 
     def hook(name: str) -> Any:
         def record(_module: Any, _inputs: Any, output: Any) -> None:
-            if not isinstance(output, torch.Tensor):
+            if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.dim() < 1:
                 return
-            above = (output.detach().reshape(output.shape[0], -1) > threshold).any(dim=0)
+            values = output.detach()
+            values = values.reshape(-1, values.shape[-1]) if units == "last_axis" else values.reshape(
+                values.shape[0], -1)
+            above = (values > threshold).any(dim=0).cpu()
+            if name in fired and fired[name].shape != above.shape:
+                raise ValueError(f"layer {name} answered {above.numel()} units, then {fired[name].numel()}: "
+                                 "inputs of varying size need units='last_axis'")
             fired[name] = above | fired[name] if name in fired else above
 
         return record
@@ -82,9 +95,14 @@ def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0) -> flo
     for name, layer in module.named_modules():
         if not list(layer.children()):  # leaf layers: their outputs are the neurons
             handles.append(layer.register_forward_hook(hook(name)))
+    batches = inputs if isinstance(inputs, list) else [inputs]
     try:
         with torch.no_grad():
-            module(inputs)
+            for batch in batches:
+                if isinstance(batch, Mapping):
+                    module(**batch)
+                else:
+                    module(batch)
     finally:
         for handle in handles:
             handle.remove()
