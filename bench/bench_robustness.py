@@ -8,7 +8,8 @@ figures: draws per curve point, HopSkipJump flip distances (median, 10th percent
 the flip budget, rows attacked, seconds spent), anomaly-capture AUROC, boundary density of the
 random corruptions and of the steered cases, what stopped generation, and whether the stage kept
 within its own time_s.
-Run: `python -m bench.bench_robustness [--frameworks hgb,constant] [--datasets credit_data]`.
+Run: `python -m bench.bench_robustness [--frameworks hgb,constant] [--datasets credit_data]`; by
+default every tabular framework on credit_data (binary) and penguins (multiclass).
 Figures, not a test: they depend on the machine and on what else runs on it.
 """
 
@@ -69,8 +70,11 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
     }
 
 
+# Every tabular framework, the default of --frameworks.
+TABULAR = ["constant", "hgb", "rf", "xgboost", "flaml", "h2o", "autogluon"]
 # The adaptive figures (robust_NAME metrics) printed per job.
 ADAPTIVE = ["adv_flip_median", "adv_flip_p10", "adv_flip_share", "adv_rows", "adv_s", "anomaly_auroc",
+            "anomaly_auroc_random", "anomaly_auroc_steered", "anomaly_cases",
             "boundary_density_random", "boundary_density_steered", "boundary_density", "replayed",
             "replay_still_breaking",
             # torch networks (the image CNN): pixel-space attacks and activation coverage
@@ -86,7 +90,9 @@ def _round(value: object) -> object:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frameworks", default="constant,hgb")
+    parser.add_argument("--frameworks", default=",".join(TABULAR),
+                        help="comma-separated; every tabular framework by default (h2o and autogluon take "
+                             "the whole 1m1c search each, about 2.5 min a job with the stage)")
     parser.add_argument("--datasets", default="credit_data,penguins")
     parser.add_argument("--budget", default="1m1c")
     parser.add_argument("--time-s", type=int, default=60, help="the stage's time_s (the suite's default)")

@@ -129,6 +129,7 @@ def curve_points(cases: pd.DataFrame) -> pd.DataFrame:
 # The adaptive figures (tasks.evaluations.robustness metrics robust_NAME) and their columns here.
 ADAPTIVE = {"adv_flip_median": "flip_median", "adv_flip_p10": "flip_p10", "adv_flip_share": "flip_share",
             "adv_rows": "rows_attacked", "anomaly_auroc": "anomaly_auroc",
+            "anomaly_auroc_random": "anomaly_random", "anomaly_cases": "anomaly_cases",
             "boundary_density_random": "density_random", "boundary_density_steered": "density_steered",
             "replayed": "replayed", "replay_still_breaking": "still_breaking"}
 # The figures of models that offer their torch network, kept apart from the black-box ones above.
@@ -276,10 +277,13 @@ def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) ->
         lines += ["### Boundary samples and effectiveness signals", "",
                   "flip_median / flip_p10: median and 10th-percentile minimal flip distance found by a "
                   "black-box HopSkipJump search (numeric features in training spreads, a category change "
-                  "one unit; regression: a move of half the target's spread), over the flipped rows; "
+                  "one unit; regression: the smallest move that shifts the prediction by the suite's "
+                  "regression_share, half by default, of the target's spread), over the flipped rows; "
                   "flip_share: rows flipped within the flip budget; anomaly_auroc: how well (1 - "
                   "confidence) separates wrong from right predictions on the generated cases (0.5: not at "
-                  "all); density_random / density_steered: share of cases with a top-two probability gap "
+                  "all), anomaly_random the same over the random corruptions alone, anomaly_cases the "
+                  "copies drawn again where it was lowest while under its target; "
+                  "density_random / density_steered: share of cases with a top-two probability gap "
                   "under delta, among the random corruptions and among the steered boundary cases; "
                   "replayed / still_breaking: cases saved by an earlier execution, and those that still "
                   "break the model.", "", render(report.adaptive), ""]  # type: ignore[operator]

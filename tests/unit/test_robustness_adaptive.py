@@ -27,9 +27,16 @@ from tasks.evaluations.robustness.signals import (
     activation_coverage,
     anomaly_capture,
     boundary_density,
+    capture_by_source,
 )
 from tasks.evaluations.robustness.space import FeatureSpace
-from tasks.evaluations.robustness.steering import SteerSettings, steer
+from tasks.evaluations.robustness.steering import (
+    AnomalySettings,
+    AnomalySteer,
+    SteerSettings,
+    steer,
+    steer_jointly,
+)
 from tasks.evaluations.stage import run_evaluations
 from tasks.frameworks.base import FittedModel
 from tasks.frameworks.registry import get_adapter
@@ -269,7 +276,7 @@ def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str,
     assert result.status == "ok", result.error
     block = {"enabled": True, "time_s": 40, "corruptions": ["gaussian_noise", "missing_mcar"],
              "severities": [0.5, 1.0], "coverage_min": 0.0, "draws": 2, "adversarial_rows": 3,
-             "attack_iterations": 2, "boundary_target": 0.0}
+             "attack_iterations": 2, "boundary_target": 0.0, "anomaly_rounds": 0}
     first = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
     assert first["status"] == "ok", first["reason"]
     metrics = first["metrics"]
@@ -327,3 +334,103 @@ def test_the_report_shows_flip_distances_signals_and_breaking_intervals(tmp_path
     text = "\n".join(robustness.markdown(report, lambda frame: frame.to_string()))
     assert "Boundary samples and effectiveness signals" in text and "interval over the draws" in text
     assert (tmp_path / "robust_adaptive.csv").is_file() and (tmp_path / "robust_curves_d1.png").is_file()
+
+
+# ---------------------------------------------------------------- anomaly capture steers too
+
+
+def test_anomaly_steering_draws_again_where_confidence_flags_failures_worst(project: dict[str, DatasetSpec],
+                                                                            tmp_path: Path) -> None:
+    context, scorer = _hgb_context(project["binary"], tmp_path)
+    scorer.targets = {"gaussian_noise": ["x1", "x2"], "missing_mcar": ["x1", "x2", "color"],
+                      "category_swap": ["color"]}
+    for name in scorer.targets:
+        for severity in (0.25, 1.0):
+            scorer(name, FRAME, severity, "preset")
+    cells = capture_by_source(scorer.observed)
+    ranked = {source: auroc for source, (auroc, wrong, _) in cells.items() if wrong}
+    assert len(ranked) >= 2  # cells to choose between
+    # Lowest AUROC of its own first (all wrong: 0.5), more failures first among equals.
+    weakest = min(ranked, key=lambda s: (ranked[s] if np.isfinite(ranked[s]) else 0.5, -cells[s][1], str(s)))
+    before = len(scorer.observed)
+    drawn: list[Case] = []
+
+    def run_cell(source: tuple[str, str, float], draw: int) -> None:
+        drawn.append(scorer(*source, "anomaly", first_draw=draw))
+
+    def share_of(source: tuple[str, str, float], observed: list[Observation]) -> float:
+        return sum(o.source == source for o in observed) / len(observed)
+
+    mix_before = share_of(weakest, scorer.observed)
+    anomaly = AnomalySteer(scorer.observed, run_cell, AnomalySettings(target=1.0, cells=1, max_rounds=4))
+    reasons = steer_jointly([anomaly], lambda: True)
+    # Target 1.0 is out of reach: four rounds, each a new copy of the cell lowest at that moment.
+    assert anomaly.rounds == 4 and len(drawn) == 4 and "after 4 rounds" in reasons["anomaly capture"]
+    assert drawn[0].corruption == weakest[0] and drawn[0].severity == weakest[2]
+    assert all(case.phase == "anomaly" for case in drawn)
+    # New seeds: the first steered copy of a cell differs from the curve's copy of that cell.
+    assert drawn[0].corruption_seed != case_seed("v1", 0, weakest[0], weakest[1], weakest[2], 0)
+    # The case mix moved towards the cells where (1 - confidence) separates failures worst.
+    steered = scorer.observed[before:]
+    assert share_of(weakest, scorer.observed) > mix_before
+    steered_sources = {o.source for o in steered}
+    assert steered_sources <= set(ranked)  # never a cell the model got all right
+    outcome = anomaly.outcome(reasons["anomaly capture"])
+    assert outcome.cases == 4
+    assert outcome.auroc_before == pytest.approx(anomaly_capture(scorer.observed[:before]))
+
+
+def test_joint_steering_gives_each_round_to_the_signal_furthest_under_its_target() -> None:
+    class Fake:
+        unable = ""
+
+        def __init__(self, name: str, values: list[float], target: float) -> None:
+            self.name, self.values, self.target, self.rounds = name, values, target, 0
+
+        def signal(self) -> float:
+            return self.values[min(self.rounds, len(self.values) - 1)]
+
+        def exhausted(self) -> bool:
+            return self.rounds >= 5
+
+        def step(self) -> None:
+            self.rounds += 1
+
+    order: list[str] = []
+    density = Fake("boundary density", [0.0, 0.2, 0.3], 0.3)  # shortfall 1.0, then 1/3, then reached
+    capture = Fake("anomaly capture", [0.5, 0.6, 0.9], 0.8)  # shortfall 0.375, then 0.25, then reached
+    for fake in (density, capture):
+        original = fake.step
+        fake.step = lambda original=original, name=fake.name: (order.append(name), original())  # type: ignore[method-assign]
+    reasons = steer_jointly([density, capture], lambda: True)  # type: ignore[list-item]
+    assert order == ["boundary density", "anomaly capture", "boundary density", "anomaly capture"]
+    assert "reached its target 0.30" in reasons["boundary density"]
+    assert "reached its target 0.80" in reasons["anomaly capture"]
+    stalled = Fake("anomaly capture", [0.5], 0.8)
+    assert "time limit reached" in steer_jointly([stalled], lambda: False)["anomaly capture"]  # type: ignore[list-item]
+
+
+def test_a_regression_stage_reports_the_smallest_move_of_a_share_of_the_target_spread(
+        project: dict[str, DatasetSpec], tmp_path: Path) -> None:
+    spec = project["regression"]
+    job = Job("robust", spec.name, "v0", "hgb", None, 0, 0, BUDGET, {})
+    job_dir = tmp_path / "runs" / "robust" / job.key
+    result = run_job(job, spec, job_dir)
+    assert result.status == "ok", result.error
+    block = {"enabled": True, "time_s": 40, "corruptions": ["gaussian_noise"], "severities": [1.0],
+             "coverage_min": 0.0, "draws": 1, "adversarial_rows": 4, "attack_iterations": 5,
+             "regression_share": 0.25, "replay": False}
+    outcome = run_evaluations(job, spec, job_dir, result, {"robustness": block}).evaluations["robustness"]
+    assert outcome["status"] == "ok", outcome["reason"]
+    metrics = outcome["metrics"]
+    assert metrics["robust_adv_rows"] == 4 and metrics["robust_adv_flip_median"] > 0
+    assert 0 < metrics["robust_adv_flip_share"] <= 1
+    # Each flipped row moved the prediction by at least the share of the training target's spread.
+    fold = EvaluationContext(job=job, spec=spec, job_dir=job_dir, folder=tmp_path,
+                             settings=RobustnessSettings(), cores=[]).fold
+    needed = 0.25 * float(pd.to_numeric(fold.y_train).std())
+    attacks = pd.read_csv(job_dir / "evaluations" / "robustness" / "adversarial.csv")
+    flipped = attacks[attacks["flipped"]]
+    assert len(flipped) and ((flipped["after"] - flipped["before"]).abs() >= needed).all()
+    info = json.loads((job_dir / "evaluations" / "robustness" / "result.json").read_text())["info"]
+    assert "regression has no class margin" in info["not_applicable"]["boundary_density"]

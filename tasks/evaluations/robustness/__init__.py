@@ -41,13 +41,20 @@ from tasks.evaluations.robustness.signals import (
     boundary_density,
 )
 from tasks.evaluations.robustness.space import FeatureSpace
-from tasks.evaluations.robustness.steering import SteerSettings, steer
+from tasks.evaluations.robustness.steering import (
+    AnomalySettings,
+    AnomalySteer,
+    BoundarySteer,
+    SteerSettings,
+    steer_jointly,
+)
 from tasks.frameworks.capabilities import NotOffered, TorchNetwork
 from tasks.frameworks.registry import get_adapter
 from tasks.specs import DatasetSpec
 
 CASES_FILE = "cases.csv"
 ADVERSARIAL_FILE = "adversarial.csv"
+STEERED_FILE = "steered_cases.csv"  # the anomaly steering's cases (apart from the curves' cases.csv)
 # Share of time_s kept from the attack for the steering (which stops RESERVE_S before the end).
 STEER_SHARE = 0.1
 # Seconds the boundary search needs to be worth starting: importing ART (it imports torch) and one row.
@@ -88,6 +95,11 @@ class RobustnessSettings(EvaluationSettings):
     # of generated rows with a top-two probability gap under boundary_delta) is under its target.
     boundary_delta: float = Field(default=0.1, gt=0, le=1)
     boundary_target: float = Field(default=0.3, ge=0, le=1)
+    # Anomaly capture steers too: while its AUROC over the labelled generated cases is under
+    # anomaly_target, new copies of the corruption cells where it is lowest are drawn (at most
+    # anomaly_rounds rounds of two cells; 0: no anomaly steering). Their rows go to steered_cases.csv.
+    anomaly_target: float = Field(default=0.7, ge=0, le=1)
+    anomaly_rounds: int = Field(default=10, ge=0, le=1000)
     # Activation coverage (models that offer their torch network): the share of neurons above
     # activation_threshold for at least one generated case; generation goes on while it is under
     # activation_target. coverage_rows: generated rows kept to measure it on.
@@ -159,15 +171,15 @@ class Scorer:
     def predict_and_score(self, frame: pd.DataFrame, observe: bool = False) -> dict[str, float]:
         return self.predict_and_score_copies([frame], observe)[0]
 
-    def predict_and_score_copies(self, frames: list[pd.DataFrame],
-                                 observe: bool = False) -> list[dict[str, float]]:
+    def predict_and_score_copies(self, frames: list[pd.DataFrame], observe: bool = False,
+                                 source: tuple[str, str, float] | None = None) -> list[dict[str, float]]:
         """Scores of each copy of the test fold. Copies of the same dtypes go through the model in
         one predict call (the draws of a case cost about one call on a model with a large per-call
         cost); copies whose dtypes differ (categories added by one draw only) go one by one, so a
         model never sees categories merged across copies."""
         same = all(f.dtypes.equals(frames[0].dtypes) for f in frames[1:])
         if len(frames) > 1 and not same:
-            return [s for f in frames for s in self.predict_and_score_copies([f], observe)]
+            return [s for f in frames for s in self.predict_and_score_copies([f], observe, source)]
         stacked = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         predictions = np.asarray(self.model.predict(stacked))
         if len(predictions) != len(stacked):
@@ -193,20 +205,22 @@ class Scorer:
                 self.kept.append(copy.sample(min(room, len(copy)), random_state=self.seed + len(self.kept)))
             if observe and part_proba is not None:
                 self.observed.append(Observation.of(np.asarray(part_proba, dtype=float), predictions[part],
-                                                    truth))
+                                                    truth, source))
             scores.append(self.context.score(predictions[part], part_proba))
         return scores
 
-    def __call__(self, corruption: str, target: str, severity: float, phase: str) -> Case:
+    def __call__(self, corruption: str, target: str, severity: float, phase: str,
+                 first_draw: int = 0) -> Case:
+        """One case; `first_draw` > 0 draws other copies of the same cell (the anomaly steering's)."""
         started = time.perf_counter()
         entry = CORRUPTIONS[corruption]
         targets = self.targets[corruption] if target == FRAME else [target]
         draws = self.draws if phase in CURVE_PHASES else 1
         case = Case(corruption, entry.family, target, severity, phase,
                     corruption_seed=case_seed(self.data_version, self.fold_index, corruption, target,
-                                              severity, self.seed), draws=draws)
+                                              severity, self.seed, first_draw), draws=draws)
         copies = []
-        for draw in range(draws):
+        for draw in range(first_draw, first_draw + draws):
             seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity,
                                   self.seed, draw) for t in targets}
             try:
@@ -216,11 +230,12 @@ class Scorer:
                 case.status, case.error = BUILD_ERROR, f"{type(exc).__name__}: {exc}"[:300]
                 case.wall_s = time.perf_counter() - started
                 return case
-            if draw == 0:
+            if draw == first_draw:
                 case.md5, case.cells_changed = frame_md5(corrupted), int(mask.to_numpy().sum())
             copies.append(corrupted)
         try:
-            all_scores = self.predict_and_score_copies(copies, observe=True)
+            all_scores = self.predict_and_score_copies(copies, observe=True,
+                                                       source=(corruption, target, severity))
         except Exception as exc:  # noqa: BLE001 - a model that breaks on corrupted input is the finding
             case.status, case.error = "failure", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             all_scores = [dict(self.constant_scores) for _ in copies]
@@ -347,6 +362,11 @@ class RobustnessEvaluation(PostJobEvaluation):
         "robust_boundary_density_random": "the same over the random corruptions alone",
         "robust_boundary_density_steered": "the same over the cases steered towards the boundary",
         "robust_boundary_cases": "cases generated by steering towards the decision boundary",
+        "robust_anomaly_auroc_random": "anomaly-capture AUROC over the random corruptions alone (before "
+                                       "its steering)",
+        "robust_anomaly_auroc_steered": "anomaly-capture AUROC over the cases its steering drew (corruption "
+                                        "cells where the model's confidence flagged its failures worst)",
+        "robust_anomaly_cases": "corrupted copies drawn by the anomaly-capture steering",
         "robust_activation_coverage": "share of the torch network's neurons (leaf layers' output units) "
                                       "above activation_threshold for at least one generated case, steered "
                                       "ones included",
@@ -600,17 +620,42 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
         return out
     steer_settings = SteerSettings(delta=settings.boundary_delta, target=settings.boundary_target,
                                    seed=settings.seed)
+    anomaly_cases: list[Case] = []
+
+    def run_cell(source: tuple[str, str, float], draw: int) -> None:
+        anomaly_cases.append(scorer(*source[:3], "anomaly", first_draw=draw))
+
+    round_s = [0.0, time.perf_counter()]
+
+    def steer_time() -> bool:  # the cost of the last round, learnt as the rounds go
+        now = time.perf_counter()
+        round_s[:] = [now - round_s[1], now]
+        return context.time_left_s() > RESERVE_S + 1.5 * round_s[0]
+
     try:
-        steered = steer(scorer.model, space, fold.X_test, classes, scorer.observed, steer_settings,
-                        lambda: context.time_left_s() > RESERVE_S)
+        boundary = BoundarySteer(scorer.model, space, fold.X_test, classes, scorer.observed, steer_settings)
+        anomaly = AnomalySteer(scorer.observed, run_cell, AnomalySettings(
+            target=settings.anomaly_target, max_rounds=settings.anomaly_rounds))
+        reasons = steer_jointly([boundary, anomaly], steer_time)
     except Exception as exc:  # noqa: BLE001 - the steering is recorded as failed; the figures so far stand
         out.stopped_by = f"steering failed ({type(exc).__name__}: {exc})".splitlines()[0][:300]
     else:
-        out.stopped_by = steered.stop_reason
+        steered = boundary.outcome(reasons[boundary.name])
+        hunted = anomaly.outcome(reasons[anomaly.name])
+        out.stopped_by = "; ".join(reasons[s.name] for s in (boundary, anomaly))
         out.metrics["robust_boundary_cases"] = float(steered.cases)
         if np.isfinite(steered.density_steered):
             out.metrics["robust_boundary_density_steered"] = steered.density_steered
+        out.metrics["robust_anomaly_cases"] = float(hunted.cases)
+        for name, value in (("robust_anomaly_auroc_random", hunted.auroc_before),
+                            ("robust_anomaly_auroc_steered", hunted.auroc_steered)):
+            if np.isfinite(value):
+                out.metrics[name] = value
         out.info["steering"] = asdict(steered)
+        out.info["anomaly_steering"] = asdict(hunted)
+    if anomaly_cases:
+        pd.DataFrame([c.row() for c in anomaly_cases]).to_csv(context.folder / STEERED_FILE, index=False)
+        out.files.append(STEERED_FILE)
     if network is not None:
         out.stopped_by += "; " + _activation(context, scorer, settings, network, pixel, out)
     density = boundary_density(scorer.observed, settings.boundary_delta)

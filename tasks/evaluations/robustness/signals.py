@@ -21,21 +21,24 @@ from sklearn.metrics import roc_auc_score
 @dataclass
 class Observation:
     """Per row of one scored copy: the top-two probability gap, the top probability, and whether
-    the predicted class is the truth (None where truth is unknown, e.g. a boundary sample)."""
+    the predicted class is the truth (None where truth is unknown, e.g. a boundary sample); and the
+    corruption cell the copy came from, (corruption, target, severity), where it came from one."""
 
     margin: np.ndarray
     confidence: np.ndarray
     correct: np.ndarray | None
+    source: tuple[str, str, float] | None = None
 
     @classmethod
-    def of(cls, proba: np.ndarray, predictions: np.ndarray | None, truth: np.ndarray | None) -> Observation:
+    def of(cls, proba: np.ndarray, predictions: np.ndarray | None, truth: np.ndarray | None,
+           source: tuple[str, str, float] | None = None) -> Observation:
         values = np.asarray(proba, dtype=float)
         ordered = np.sort(values, axis=1)
         second = ordered[:, -2] if values.shape[1] > 1 else np.zeros(len(values))
         correct = None
         if predictions is not None and truth is not None:
             correct = np.asarray(predictions).astype(str) == np.asarray(truth).astype(str)
-        return cls(ordered[:, -1] - second, ordered[:, -1], correct)
+        return cls(ordered[:, -1] - second, ordered[:, -1], correct, source)
 
 
 def margins(observed: list[Observation]) -> np.ndarray:
@@ -59,6 +62,21 @@ def anomaly_capture(observed: list[Observation]) -> float:
     if wrong.all() or not wrong.any():
         return float("nan")
     return float(roc_auc_score(wrong, doubt))
+
+
+def capture_by_source(observed: list[Observation]) -> dict[tuple[str, str, float], tuple[float, int, int]]:
+    """Anomaly capture per corruption cell: source -> (AUROC, wrong predictions, labelled rows),
+    over the observations that carry truth and a source. The AUROC is NaN where the cell's rows are
+    all right or all wrong."""
+    groups: dict[tuple[str, str, float], list[Observation]] = {}
+    for observation in observed:
+        if observation.source is not None and observation.correct is not None:
+            groups.setdefault(observation.source, []).append(observation)
+    found = {}
+    for source, group in groups.items():
+        correct = np.concatenate([o.correct for o in group if o.correct is not None])
+        found[source] = (anomaly_capture(group), int((~correct).sum()), len(correct))
+    return found
 
 
 def activation_coverage(module: Any, inputs: Any, threshold: float = 0.0, units: str = "flat") -> float:
