@@ -1,7 +1,8 @@
 """Cost of the robustness stage: its wall time per job and per case, against the job's own fit time.
 
-Runs real jobs (fold 0, the `1m1c` budget unless --budget) of each --frameworks on each
---datasets, then the robustness stage with the suite's default settings (time_s 60), and prints
+Runs real jobs (fold 0, the robustness suite's budget unless --budget) of each --frameworks on each
+--datasets, then the robustness stage with the settings of specs/suites/robustness.yaml's
+`robustness:` block (--time-s, --draws, --adversarial-rows override them), and prints
 one JSON line per job: fit_s, the stage's wall_s, cases, seconds per case, coverage reached, why it
 stopped, and whether the stage cost at most the job's search budget (the target); and the adaptive
 figures: draws per curve point, HopSkipJump flip distances (median, 10th percentile, share within
@@ -21,14 +22,16 @@ import os
 import tempfile
 from pathlib import Path
 
+from tasks.evaluations.registry import all_evaluations
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
 from tasks.jobs import run_job
 from tasks.plan import Job
-from tasks.specs import load_budget, load_dataset_spec
+from tasks.specs import load_budget, load_dataset_spec, load_suite
 
 
 def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: Path,
             extra: dict[str, object] | None = None) -> dict[str, object]:
+    """One job and its robustness stage; `extra` is the rest of the robustness block."""
     from tasks.data.versions import data_version
 
     spec = load_dataset_spec(dataset)
@@ -41,7 +44,7 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
                               "budget_time_s": budget.time_s}
     if result.status != "ok":
         return {**row, "error": (result.error or "").splitlines()[-1:]}
-    block = {"robustness": {"enabled": True, "time_s": time_s, **(extra or {})}}
+    block = {"robustness": {**(extra or {}), "enabled": True, "time_s": time_s}}
     evaluated = run_evaluations(job, spec, job_dir, result, block)
     outcome = evaluated.evaluations["robustness"]
     info = json.loads((evaluation_folder(job_dir, "robustness") / "result.json").read_text()).get("info", {})
@@ -88,22 +91,35 @@ def _round(value: object) -> object:
     return round(float(value), 3) if isinstance(value, int | float) else value
 
 
+def suite_block(suite: str) -> tuple[dict[str, object], str]:
+    """The suite's robustness block (every field, defaults filled in) and its budget: the bench's
+    defaults, so it measures what the suite runs."""
+    loaded = load_suite(suite, all_evaluations())
+    block = loaded.evaluation_blocks().get("robustness")
+    if block is None:
+        raise SystemExit(f"suite '{suite}' has no enabled robustness: block")
+    return block, loaded.budget
+
+
 def main(argv: list[str] | None = None) -> int:
+    block, suite_budget = suite_block("robustness")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frameworks", default=",".join(TABULAR),
                         help="comma-separated; every tabular framework by default (h2o and autogluon take "
                              "the whole 1m1c search each, about 2.5 min a job with the stage)")
     parser.add_argument("--datasets", default="credit_data,penguins")
-    parser.add_argument("--budget", default="1m1c")
-    parser.add_argument("--time-s", type=int, default=60, help="the stage's time_s (the suite's default)")
-    parser.add_argument("--draws", type=int, default=3, help="robustness.draws")
-    parser.add_argument("--adversarial-rows", type=int, default=8, help="robustness.adversarial_rows")
+    parser.add_argument("--budget", default=suite_budget, help="the robustness suite's budget by default")
+    parser.add_argument("--time-s", type=int, default=block["time_s"],
+                        help="the stage's time_s (the robustness suite's by default)")
+    parser.add_argument("--draws", type=int, default=block["draws"], help="robustness.draws")
+    parser.add_argument("--adversarial-rows", type=int, default=block["adversarial_rows"],
+                        help="robustness.adversarial_rows")
     args = parser.parse_args(argv)
+    settings = {**block, "draws": args.draws, "adversarial_rows": args.adversarial_rows}
     with tempfile.TemporaryDirectory() as scratch:
         for dataset in args.datasets.split(","):
             for framework in args.frameworks.split(","):
-                row = measure(dataset, framework, args.budget, args.time_s, Path(scratch),
-                              {"draws": args.draws, "adversarial_rows": args.adversarial_rows})
+                row = measure(dataset, framework, args.budget, args.time_s, Path(scratch), settings)
                 print(json.dumps(row), flush=True)
     return 0
 
