@@ -158,6 +158,7 @@ class Scorer:
         self.context, self.model, self.facts, self.targets = context, model, facts, targets
         self.breaking_share, self.seed, self.draws = breaking_share, seed, draws
         self.observed: list[Observation] = []
+        self.call_s = 0.0  # running mean of the seconds one copy of the test fold costs the model
         # Generated rows kept for the torch signals (activation coverage); the stage sets the cap.
         self.kept: list[pd.DataFrame] = []
         self.keep_rows = 0
@@ -181,6 +182,7 @@ class Scorer:
         if len(frames) > 1 and not same:
             return [s for f in frames for s in self.predict_and_score_copies([f], observe, source)]
         stacked = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        called = time.perf_counter()
         predictions = np.asarray(self.model.predict(stacked))
         if len(predictions) != len(stacked):
             raise ValueError(f"returned {len(predictions)} predictions for {len(stacked)} rows")
@@ -194,6 +196,9 @@ class Scorer:
                 raise ValueError("returned NaN or infinite probabilities")
         elif not np.isfinite(predictions.astype(float)).all():
             raise ValueError("returned NaN or infinite predictions")
+        if len(frames) == 1:  # the cost of one call on the test fold (its predict and predict_proba)
+            spent = time.perf_counter() - called
+            self.call_s = 0.8 * self.call_s + 0.2 * spent if self.call_s else spent
         rows, scores = len(frames[0]), []
         truth = self.context.fold.y_test.astype(str).to_numpy()
         for index in range(len(frames)):
@@ -588,7 +593,8 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
 
         started = time.perf_counter()
         attack = attack_rows(scorer.model, space, fold.X_test, fold.X_train, rows, classes, target_spread,
-                             attack_settings, _RowTimer(attack_time, mean_row_s))
+                             attack_settings, _RowTimer(attack_time, mean_row_s),
+                             lambda: context.time_left_s() > attack_floor)
         out.attack = attack
         out.metrics.update(attack.metrics(settings.flip_budget))
         out.metrics["robust_adv_s"] = time.perf_counter() - started
@@ -625,11 +631,16 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
     def run_cell(source: tuple[str, str, float], draw: int) -> None:
         anomaly_cases.append(scorer(*source[:3], "anomaly", first_draw=draw))
 
-    round_s = [0.0, time.perf_counter()]
+    # Before any round, a boundary round's predict calls (its bisection steps and one for its ends)
+    # at the cost of a call on the test fold so far: a slow model's first round must fit too.
+    round_s: list[float] = [(steer_settings.steps + 1) * scorer.call_s]
+    last_check: list[float] = []
 
-    def steer_time() -> bool:  # the cost of the last round, learnt as the rounds go
+    def steer_time() -> bool:  # then the cost of the last round, learnt as the rounds go
         now = time.perf_counter()
-        round_s[:] = [now - round_s[1], now]
+        if last_check:
+            round_s[0] = now - last_check[0]
+        last_check[:] = [now]
         return context.time_left_s() > RESERVE_S + 1.5 * round_s[0]
 
     try:

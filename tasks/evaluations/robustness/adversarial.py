@@ -7,7 +7,11 @@ boundary from a random point of another class towards the row. It searches in th
 "class" is whether the prediction moved by at least `regression_share` of the target's spread.
 
 Each row is attacked on its own, so a time limit ends the search between rows with what was found
-kept; an attack that raises on a row is recorded with its error and the next row goes on.
+kept; an attack that raises on a row is recorded with its error and the next row goes on. The time
+is also checked before every query: a model whose predict call is slow (H2O's REST round trip, a
+second or so on a loaded machine; about 100 calls make a row) would otherwise take its row past the
+stage's limit. A row cut short that way keeps the nearest flipped point the search had queried
+(`cut_short`): like HopSkipJump's own answer, an upper bound of the minimal distance, looser.
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ class RowAttack:
     error: str = ""
     queries: int = 0
     wall_s: float = 0.0
+    cut_short: bool = False  # the time ran out inside the row: the nearest flip queried so far
+
+
+class OutOfTime(Exception):
+    """Raised by the oracle when no time is left for another query."""
 
 
 @dataclass
@@ -86,9 +95,12 @@ class Oracle:
     """The model as the attack sees it: vectors in, one-hot decisions out, queries counted."""
 
     def __init__(self, model: Any, space: FeatureSpace, classes: list[str] | None, target_spread: float,
-                 settings: AttackSettings) -> None:
+                 settings: AttackSettings, may_query: Callable[[], bool] = lambda: True) -> None:
         self.model, self.space, self.classes = model, space, classes
         self.target_spread, self.settings, self.queries = target_spread, settings, 0
+        self.may_query = may_query
+        # The nearest flipped point queried for the current row: (distance, its decoded frame row).
+        self.nearest: tuple[float, pd.DataFrame] | None = None
 
     def labels(self, frame: pd.DataFrame) -> np.ndarray:
         return np.asarray(self.model.predict(frame)).astype(str)
@@ -98,7 +110,11 @@ class Oracle:
         """predict_fn for one row: classification, one-hot over the classes; regression, one-hot of
         (moved by less, moved by at least regression_share x the target's spread)."""
 
+        original = self.space.encode(template)[0][0]
+
         def predict(vectors: np.ndarray) -> np.ndarray:
+            if not self.may_query():
+                raise OutOfTime
             n = len(vectors)
             self.queries += n
             frame = self.space.decode(vectors, pd.concat([template] * n, ignore_index=True),
@@ -106,25 +122,39 @@ class Oracle:
             if self.classes is None:
                 moved = np.abs(np.asarray(self.model.predict(frame), dtype=float) - float(reference))
                 hit = moved >= self.settings.regression_share * self.target_spread
+                self._keep_nearest(frame, hit, original)
                 return np.eye(2)[hit.astype(int)]
             labels = self.labels(frame)
+            self._keep_nearest(frame, labels != str(reference), original)
             index = {c: i for i, c in enumerate(self.classes)}
             return np.eye(len(self.classes))[[index.get(label, 0) for label in labels]]
 
         return predict
 
 
+    def _keep_nearest(self, frame: pd.DataFrame, flipped: np.ndarray, original: np.ndarray) -> None:
+        if not flipped.any():
+            return
+        rows = frame[flipped].reset_index(drop=True)
+        encoded, _ = self.space.encode(rows)
+        distances = [self.space.distance(original, vector)[0] for vector in encoded]
+        best = int(np.argmin(distances))
+        if self.nearest is None or distances[best] < self.nearest[0]:
+            self.nearest = (distances[best], rows.iloc[[best]].reset_index(drop=True))
+
+
 def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.DataFrame, rows: list[int],
                 classes: list[str] | None, target_spread: float, settings: AttackSettings,
-                has_time: Callable[[], bool]) -> AttackOutcome:
-    """HopSkipJump on each of `rows` (positions in X) in turn, while `has_time()`."""
+                has_time: Callable[[], bool], may_query: Callable[[], bool] = lambda: True) -> AttackOutcome:
+    """HopSkipJump on each of `rows` (positions in X) in turn, while `has_time()` (asked between
+    rows) and `may_query()` (asked before each query: a row cut short keeps its nearest flip)."""
     # ART is imported here, not at the top: importing it imports torch and every attack (seconds),
     # which the registry, the report and a stage with adversarial_rows 0 should not pay.
     from art.attacks.evasion import HopSkipJump
     from art.estimators.classification import BlackBoxClassifier
 
     low, high = space.bounds(train)
-    oracle = Oracle(model, space, classes, target_spread, settings)
+    oracle = Oracle(model, space, classes, target_spread, settings, may_query)
     vectors, mutable = space.encode(X)
     attacks: list[RowAttack] = []
     found: list[pd.DataFrame] = []
@@ -140,6 +170,7 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
         row_mutable = mutable[[position]]
         original = vectors[[position]]
         attack = RowAttack(row=int(position))
+        oracle.nearest = None
         try:
             if classes is None:
                 reference = float(np.asarray(model.predict(template), dtype=float)[0])
@@ -158,8 +189,15 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
                               max_iter=settings.max_iter, max_eval=settings.max_eval,
                               init_eval=settings.init_eval, init_size=settings.init_size, verbose=False)
             start = np.clip(original, row_low, row_high)
-            moved = hop.generate(x=start.astype(np.float32))
-            perturbed = space.decode(moved, template, row_mutable)
+            try:
+                moved = hop.generate(x=start.astype(np.float32))
+                perturbed = space.decode(moved, template, row_mutable)
+            except OutOfTime:
+                stop = f"time limit reached during row {len(attacks) + 1} of {len(rows)} planned rows"
+                attack.cut_short = True
+                if oracle.nearest is None:  # nothing flipped yet: the row tells nothing, it is not kept
+                    break
+                perturbed = oracle.nearest[1]
             encoded, _ = space.encode(perturbed)
             if classes is None:
                 after = float(np.asarray(model.predict(perturbed), dtype=float)[0])
@@ -177,6 +215,8 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
         attack.queries = oracle.queries - before_queries
         attack.wall_s = time.perf_counter() - started
         attacks.append(attack)
+        if attack.cut_short:
+            break
     boundary = pd.concat(found, ignore_index=True) if found else None
     return AttackOutcome(attacks, len(rows), stop, boundary)
 
