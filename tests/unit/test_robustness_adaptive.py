@@ -171,6 +171,37 @@ class PlantedLinear(FittedModel):
         pass
 
 
+def test_a_row_cut_short_by_the_time_keeps_the_nearest_flip_it_queried() -> None:
+    # A slow model (H2O: about a second a call) must not carry a row past the stage's limit: the time
+    # is asked before every query, and the row keeps the nearest flipped point queried so far.
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(0, 2, 300), "b": rng.normal(5, 1, 300)})
+    y = np.where(X["a"] / 2 + (X["b"] - 5) > 0.3, "yes", "no")
+    model = PlantedLogistic(X, y)
+    space = FeatureSpace.of(X, {"a": "numeric", "b": "numeric"})
+    calls = [0]
+
+    def may_query() -> bool:
+        calls[0] += 1
+        return calls[0] <= 40  # the first row needs far more at 20 iterations
+
+    outcome = attack_rows(model, space, X, X, [0, 1, 2], ["no", "yes"], 1.0, AttackSettings(max_iter=20),
+                          lambda: True, may_query)
+    assert len(outcome.attacks) == 1 and "during row 1 of 3" in outcome.stop_reason
+    row = outcome.attacks[0]
+    assert row.cut_short and row.flipped and not row.error
+    w, b = model.fitted.coef_[0], model.fitted.intercept_[0]
+    analytic = abs(X.to_numpy()[0] @ w + b) / np.linalg.norm(w * space.spread)
+    assert row.distance >= analytic * 0.99  # an upper bound, like HopSkipJump's own answer
+    # The flip is real: the kept row is predicted in the other class.
+    perturbed = X.iloc[[0]].reset_index(drop=True).assign(**row.perturbed)
+    assert model.predict(perturbed)[0] != model.predict(X.iloc[[0]])[0]
+    # With no time for a single query, nothing is attacked and nothing is made up.
+    none = attack_rows(model, space, X, X, [0, 1], ["no", "yes"], 1.0, AttackSettings(), lambda: True,
+                       lambda: False)
+    assert none.attacks == [] and "during row 1 of 2" in none.stop_reason
+
+
 def test_regression_flip_is_the_smallest_move_of_a_share_of_the_target_spread() -> None:
     rng = np.random.default_rng(1)
     X = pd.DataFrame({"a": rng.normal(0, 1, 200), "b": rng.normal(0, 2, 200)})
