@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from tasks.errors import UserError
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.registry import all_evaluations
-from tasks.evaluations.robustness import DrawPlanner, RobustnessSettings, Scorer, case_seed
+from tasks.evaluations.robustness import CaseCost, DrawPlanner, RobustnessSettings, Scorer, case_seed
 from tasks.evaluations.robustness.adversarial import AttackSettings, attack_rows
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
 from tasks.evaluations.robustness.replay import REPLAY_DIR
@@ -118,6 +118,18 @@ def test_later_curve_cases_get_fewer_draws_when_time_would_not_give_every_case_i
     assert planner.draws(4 + 9 * 2 + 0.5) == 2
     assert planner.draws(4 + 9 * 1.5) == 1
     assert planner.draws(0.0) == 1  # never none: a curve point needs one draw
+
+
+def test_the_first_case_is_costed_from_the_clean_call_then_from_the_cases(project: dict[str, DatasetSpec],
+                                                                         tmp_path: Path) -> None:
+    _, scorer = _hgb_context(project["binary"], tmp_path)
+    assert scorer.call_s > 0  # the clean fold's scoring was timed
+    cost = CaseCost(scorer.call_s * 3)
+    assert cost.seconds == pytest.approx(scorer.call_s * 3)  # before any case: the estimate
+    cost.record(2.0)
+    assert cost.seconds == 2.0  # the first case replaces the estimate
+    cost.record(1.0)
+    assert cost.seconds == pytest.approx(0.8 * 2.0 + 0.2 * 1.0)
 
 
 # ---------------------------------------------------------------- adversarial boundary samples

@@ -438,7 +438,7 @@ class RobustnessEvaluation(PostJobEvaluation):
         network, network_reason = torch_network_of(scorer.model)
         if network is not None:
             scorer.keep_rows = settings.coverage_rows
-        mean_case_s = [0.0]
+        case_cost = CaseCost(scorer.call_s * settings.draws)
         # Time kept for the boundary search and steering, released to them when the curves are done.
         kept = [settings.boundary_share * settings.time_s if settings.adversarial_rows else 0.0]
 
@@ -451,13 +451,13 @@ class RobustnessEvaluation(PostJobEvaluation):
                 scorer.draws = planner.draws(context.time_left_s() - RESERVE_S - kept[0])
             case = scorer(name, target, severity, phase)
             planner.record(case)
-            mean_case_s[0] = 0.8 * mean_case_s[0] + 0.2 * case.wall_s if mean_case_s[0] else case.wall_s
+            case_cost.record(case.wall_s)
             return case
 
         setup_s = time.monotonic() - context.started  # start-up, model load, clean and constant scores
 
         def has_time() -> bool:
-            return context.time_left_s() > RESERVE_S + kept[0] + 1.5 * mean_case_s[0]
+            return context.time_left_s() > RESERVE_S + kept[0] + 1.5 * case_cost.seconds
 
         replayed, replay_note = _replay(context, scorer, settings, has_time) if settings.replay else ([], "")
         outcome = search(chosen, run_case, SearchSettings(
@@ -510,6 +510,19 @@ class RobustnessEvaluation(PostJobEvaluation):
                   "failures": sorted({c.error for c in cases if c.status == "failure"})[:10],
                   "boundary": boundary.info, "generation_stopped_by": boundary.stopped_by,
                   "replay": {"note": replay_note, "cases": [asdict(c) for c in replayed]}, **info})
+
+
+class CaseCost:
+    """The expected seconds of the next case: before any case, `estimate` (the clean fold's call
+    cost times the draws, so a slow model's first case is not started blind: H2O's took 30 s on a
+    loaded machine and left the boundary search no time); then a running mean of the cases."""
+
+    def __init__(self, estimate: float) -> None:
+        self.seconds, self.seen = estimate, False
+
+    def record(self, wall_s: float) -> None:
+        self.seconds = 0.8 * self.seconds + 0.2 * wall_s if self.seen else wall_s
+        self.seen = True
 
 
 class DrawPlanner:
