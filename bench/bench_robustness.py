@@ -60,6 +60,7 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
         "within_search_budget": wall_s <= budget.time_s,
         "coverage": round(float(outcome["metrics"].get("robust_coverage", 0.0)), 3),
         "stopped": info.get("stop_reason", outcome["reason"]),
+        "clean_result": _round(outcome["metrics"].get("robust_clean_result")),  # the suite metric, re-scored
         "robust_auc": outcome["metrics"].get("robust_auc"),
         "failures": outcome["metrics"].get("robust_failures"),
         "within_time_s": wall_s <= time_s,
