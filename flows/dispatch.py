@@ -266,9 +266,12 @@ class EmbeddedDispatcher:
     def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[JobOutcome]:
         if not jobs:
             return []
-        budget = jobs[0].budget
-        workers = min(len(jobs), self.parallel or max_parallel_jobs(budget))
-        gpu_pool = GpuPool(visible_gpu_ids()) if budget.gpus else None
+        # The largest budget sets how many fit side by side (a scaling block's steps differ); a
+        # scaling block's jobs run one at a time unless told otherwise, so each step's fit_s is its own.
+        budget = max((job.budget for job in jobs), key=lambda budget: (budget.cores, budget.gpus))
+        scaling = any(job.scaling is not None for job in jobs)
+        workers = min(len(jobs), self.parallel or (1 if scaling else max_parallel_jobs(budget)))
+        gpu_pool = GpuPool(visible_gpu_ids()) if any(job.budget.gpus for job in jobs) else None
         outcomes: list[JobOutcome] = []
         with ThreadPoolTaskRunner(max_workers=workers) as runner:
             futures = [
