@@ -162,6 +162,7 @@ JOB_TAGS: dict[str, str] = {
     "scaling_capped": "the scaling steps above the planning host's cores or GPUs, and what they were "
                       "capped at",
 }
+SCALING_JOB_TAGS = frozenset({"scaling_work", "scaling_capped"})  # on the jobs of a scaling block only
 STATUSES = ("ok", "failed", "timeout", "memory", "skipped")
 FINISHED_STATUSES = frozenset({"ok", "skipped"})  # a resumed suite does not run these again
 RETRYABLE_STATUSES = frozenset({"failed", "timeout", "memory"})

@@ -149,19 +149,19 @@ def test_the_speedup_table_by_hand_on_a_fixed_work_job_at_1_and_2_cores(
     assert (tmp_path / "report" / "scaling.png").stat().st_size > 0 and "![scaling](scaling.png)" in markdown
 
 
-def _rows(*rows: tuple[str, str, int, int, str, str, float, float]) -> pd.DataFrame:
+def _rows(*rows: tuple[str, str, int, int, str, float | None, float | None]) -> pd.DataFrame:
     return pd.DataFrame([
         {"dataset": "d", "framework": framework, "status": status, "params.scaling_cores": str(cores),
          "params.scaling_gpus": str(gpus), "scaling_work": work, "fit_s": fit_s, "result": result,
          "fit_rows": 100.0, "scaling_capped": ""}
-        for framework, status, cores, gpus, work, _, fit_s, result in rows])
+        for framework, status, cores, gpus, work, fit_s, result in rows])
 
 
 def test_frameworks_that_fill_their_time_show_their_gain_and_limits_are_listed() -> None:
-    jobs = _rows(("flaml", "ok", 1, 0, "fills_time", "", 60.0, 0.80), ("flaml", "ok", 2, 0, "fills_time", "",
-                                                                        60.0, 0.83),
-                 ("xgboost", "ok", 1, 0, "fixed", "", 8.0, 0.9), ("xgboost", "ok", 1, 1, "fixed", "", 2.0, 0.9),
-                 ("hgb", "ok", 1, 0, "cut_short", "", 60.0, 0.7), ("rf", "failed", 2, 0, "", "", None, None))
+    jobs = _rows(("flaml", "ok", 1, 0, "fills_time", 60.0, 0.80),
+                 ("flaml", "ok", 2, 0, "fills_time", 60.0, 0.83),
+                 ("xgboost", "ok", 1, 0, "fixed", 8.0, 0.9), ("xgboost", "ok", 1, 1, "fixed", 2.0, 0.9),
+                 ("hgb", "ok", 1, 0, "cut_short", 60.0, 0.7), ("rf", "failed", 2, 0, "", None, None))
     gains = scaling.gain_table(jobs)
     assert gains["cores"].tolist() == [1, 2] and gains["result"].tolist() == pytest.approx([0.80, 0.83])
     assert gains["gain"].tolist() == pytest.approx([0.0, 0.03])
