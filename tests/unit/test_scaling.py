@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 from jobs_support.tiny_project import make_project
 
 from flows.benchmark import plan_jobs, resolve_plan
+from flows.dispatch import jobs_at_once
 from tasks.child_requests import JobRequest
 from tasks.errors import UserError
 from tasks.jobs import run_job
@@ -89,6 +91,19 @@ def test_each_job_runs_once_per_step_with_the_step_recorded() -> None:
     assert JobRequest.model_validate_json(request.model_dump_json()).job.scaling == steps[1]
     # A job outside a scaling block keeps its key (resume of executions recorded before).
     assert jobs[0].scaling is None and Job.from_dict({**jobs[0].to_dict()}).key == jobs[0].key
+
+
+def test_a_scaling_blocks_jobs_run_one_at_a_time_unless_told_otherwise() -> None:
+    jobs = make_jobs("s", {"penguins": "v"}, [FrameworkRef(name="hgb"), FrameworkRef(name="rf")], 2, [0],
+                     BUDGET)
+    assert jobs_at_once(jobs, cpu_count=16, gpu_count=0) == 4  # 1-core jobs side by side
+    scaled = expand_scaling(jobs, scaling_steps(ScalingSettings(cores=[1, 4]), BUDGET, host_cores=16,
+                                                host_gpus=0))
+    assert jobs_at_once(scaled, cpu_count=16, gpu_count=0) == 1
+    assert jobs_at_once(scaled, 3, cpu_count=16, gpu_count=0) == 3  # --parallel wins
+    # Without the scaling block, the largest budget of the jobs sets how many fit: 16 cores / 4.
+    mixed = [replace(job, scaling=None) for job in scaled]
+    assert jobs_at_once(mixed, cpu_count=16, gpu_count=0) == 4
 
 
 def test_the_shipped_scaling_suite_plans_a_job_per_step_on_this_host() -> None:
