@@ -85,6 +85,22 @@ def gain_table(jobs: pd.DataFrame) -> pd.DataFrame:
     return table[GAIN_COLUMNS]
 
 
+def measured(jobs: pd.DataFrame) -> str:
+    """Where the steps ran and which ran: the hosts (CPU model, GPU model) and the steps with a
+    finished job."""
+    frame = scaling_jobs(jobs)
+    ran = frame[frame["status"] == "ok"]
+    if ran.empty:
+        return "No job of the scaling block finished."
+    hosts = sorted({", ".join(part for part in (str(row.get("host") or ""), str(row.get("cpu_model") or ""),
+                                                 f"GPU {row.get('gpu_model')}" if row.get("gpu_model")
+                                                 not in (None, "", "none") else "") if part)
+                    for row in ran.to_dict("records")} - {""})
+    steps = ", ".join(f"{cores} cores/{gpus} GPUs" for cores, gpus in
+                      sorted(set(map(tuple, ran[STEP].to_numpy().tolist())), key=lambda s: (s[1], s[0])))
+    return f"Measured steps: {steps}" + (f", on {'; '.join(hosts)}" if hosts else "") + "."
+
+
 def limits(jobs: pd.DataFrame) -> list[str]:
     """What the runs could not measure, each once: capped steps, no GPU step, work cut short,
     steps without a finished job, a framework with a single step."""
@@ -166,5 +182,5 @@ def section(jobs: pd.DataFrame, folder: Path,
     if not speedups.empty or not gains.empty:
         figures.append(figure(speedups, gains, folder / "scaling.png"))
         lines += [f"![scaling]({figures[0].name})", ""]
-    lines += [f"- {note}" for note in limits(jobs)] + [""]
+    lines += [f"- {note}" for note in [measured(jobs), *limits(jobs)]] + [""]
     return lines, figures

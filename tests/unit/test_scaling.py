@@ -124,10 +124,10 @@ def test_the_speedup_table_by_hand_on_a_fixed_work_job_at_1_and_2_cores(
     home = tmp_path / "project"
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(home))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    spec = make_project(home, rows=400)["binary"]
+    spec = make_project(home, rows=200)["binary"]
     budget = Budget(name="scaled", time_s=60, cores=1, memory_mb=2000)
     steps = scaling_steps(ScalingSettings(cores=[1, 2], gpus=[0, 1]), budget, host_cores=2, host_gpus=0)
-    base = make_jobs("scaling_unit", {spec.name: "v0"}, [FrameworkRef(name="hgb", params={"max_iter": 30})],
+    base = make_jobs("scaling_unit", {spec.name: "v0"}, [FrameworkRef(name="hgb", params={"max_iter": 10})],
                      1, [0], budget)
     execution = start_execution("scaling_unit", budget=budget.name)
     for job in expand_scaling(base, steps):
@@ -140,7 +140,7 @@ def test_the_speedup_table_by_hand_on_a_fixed_work_job_at_1_and_2_cores(
 
     runs = read.job_runs(execution_id=execution.execution_id)
     assert sorted(runs["params.scaling_cores"]) == ["1", "2"] and set(runs["params.scaling_gpus"]) == {"0"}
-    assert set(runs["scaling_work"]) == {"fixed"}  # hgb declares fixed work, and its 30 rounds were done
+    assert set(runs["scaling_work"]) == {"fixed"}  # hgb declares fixed work, and its 10 rounds were done
     by_cores = runs.set_index(runs["params.scaling_cores"].astype(int))
     fit_1, fit_2 = float(by_cores.loc[1, "fit_s"]), float(by_cores.loc[2, "fit_s"])
     rows_1, rows_2 = float(by_cores.loc[1, "fit_rows"]), float(by_cores.loc[2, "fit_rows"])
@@ -161,6 +161,8 @@ def test_the_speedup_table_by_hand_on_a_fixed_work_job_at_1_and_2_cores(
     assert "Capped at the planning host, so not measured as asked: gpus 1 capped at 0 (no GPU is visible " \
            "on the host)." in markdown
     assert "No step with a GPU ran" in markdown
+    host = runs["host"].iloc[0]
+    assert f"- Measured steps: 1 cores/0 GPUs, 2 cores/0 GPUs, on {host}, " in markdown
     assert (tmp_path / "report" / "scaling.png").stat().st_size > 0 and "![scaling](scaling.png)" in markdown
 
 
