@@ -181,17 +181,24 @@ def check_suite_metrics(
 class TakesDatasets(Protocol):
     """What the plan asks of a framework adapter (tasks/frameworks/base.py, FrameworkAdapter)."""
 
+    uses_gpu: bool  # whether a GPU the budget grants is of any use to it
+
     def applies_to(self, spec: DatasetSpec) -> str | None: ...
 
 
 def not_applicable(jobs: list[Job], specs: Mapping[str, DatasetSpec],
                    adapters: Mapping[str, TakesDatasets]) -> dict[str, str]:
     """Job key -> why its framework cannot take its dataset (problem type, modality, rows, columns),
-    as the adapter says; such a job is recorded as skipped with that reason, never run."""
+    as the adapter says, or a scaling step with GPUs for a framework that uses none (the 0-GPU step
+    already measures it); such a job is recorded as skipped with that reason, never run."""
     reasons: dict[str, str] = {}
     for job in jobs:
         adapter = adapters.get(job.framework)
         reason = adapter.applies_to(specs[job.dataset]) if adapter is not None else None
+        if not reason and job.scaling is not None and job.scaling.gpus and adapter is not None \
+                and not adapter.uses_gpu:
+            reason = (f"{job.framework} uses no GPU, so its scaling step with {job.scaling.gpus} GPU(s) "
+                      "would repeat the step without; not run.")
         if reason:
             reasons[job.key] = reason
     return reasons

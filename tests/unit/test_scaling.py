@@ -16,9 +16,10 @@ from flows.benchmark import plan_jobs, resolve_plan
 from flows.dispatch import jobs_at_once
 from tasks.child_requests import JobRequest
 from tasks.errors import UserError
+from tasks.frameworks.registry import get_adapter
 from tasks.jobs import run_job
 from tasks.paths import job_dir_for
-from tasks.plan import Job, ScalingStep, expand_scaling, make_jobs, scaling_steps
+from tasks.plan import Job, ScalingStep, expand_scaling, make_jobs, not_applicable, scaling_steps
 from tasks.report import scaling
 from tasks.report.build import build_report
 from tasks.specs import Budget, FrameworkRef, ScalingSettings
@@ -91,6 +92,19 @@ def test_each_job_runs_once_per_step_with_the_step_recorded() -> None:
     assert JobRequest.model_validate_json(request.model_dump_json()).job.scaling == steps[1]
     # A job outside a scaling block keeps its key (resume of executions recorded before).
     assert jobs[0].scaling is None and Job.from_dict({**jobs[0].to_dict()}).key == jobs[0].key
+
+
+def test_a_gpu_step_of_a_framework_that_uses_no_gpu_is_skipped_with_the_reason() -> None:
+    spec = _penguins()
+    jobs = make_jobs("s", {spec.name: "v"}, [FrameworkRef(name="rf"), FrameworkRef(name="xgboost")], 1, [0],
+                     BUDGET)
+    scaled = expand_scaling(jobs, scaling_steps(ScalingSettings(gpus=[0, 1]), BUDGET, host_cores=2,
+                                                host_gpus=1))
+    adapters = {name: get_adapter(name) for name in ("rf", "xgboost")}
+    reasons = {(job.framework, job.budget.gpus): why
+               for job in scaled if (why := not_applicable(scaled, {spec.name: spec}, adapters).get(job.key))}
+    assert reasons == {("rf", 1): "rf uses no GPU, so its scaling step with 1 GPU(s) would repeat the step "
+                                  "without; not run."}
 
 
 def test_a_scaling_blocks_jobs_run_one_at_a_time_unless_told_otherwise() -> None:
