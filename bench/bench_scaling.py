@@ -41,7 +41,7 @@ def main() -> None:
     from tasks.frameworks.registry import get_adapter
     from tasks.gpus import visible_gpu_count
     from tasks.jobs import run_job
-    from tasks.plan import expand_scaling, make_jobs, scaling_record, scaling_steps
+    from tasks.plan import expand_scaling, make_jobs, not_applicable, scaling_record, scaling_steps
     from tasks.report.scaling import limits, speedup_table
     from tasks.specs import Budget, FrameworkRef, ScalingSettings, load_dataset_spec
 
@@ -58,13 +58,18 @@ def main() -> None:
     rows = []
     for framework in os.environ.get("BENCH_SCALING_FRAMEWORKS", "hgb,rf,xgboost").split(","):
         framework = framework.strip()
-        reason = get_adapter(framework).unavailable_reason()
+        adapter = get_adapter(framework)
+        reason = adapter.unavailable_reason()
         if reason:
             print(f"{framework:<10} not run: {reason}")
             continue
         ref = FrameworkRef(name=framework, params=FIXED_WORK.get(framework, {}))
-        for job in expand_scaling(make_jobs("bench_scaling", {spec.name: "bench"}, [ref], 1, [0], budget),
-                                  steps):
+        jobs = expand_scaling(make_jobs("bench_scaling", {spec.name: "bench"}, [ref], 1, [0], budget), steps)
+        skipped = not_applicable(jobs, {spec.name: spec}, {framework: adapter})  # as a suite's run skips
+        for job in jobs:
+            if job.key in skipped:
+                print(f"  {job.label}: skipped, {skipped[job.key]}")
+                continue
             result = run_job(job, spec, scratch / job.key)
             params, tags = scaling_record(job, result.info)  # what the job's MLflow run would carry
             rows.append({"dataset": spec.name, "framework": framework, "status": result.status,
@@ -74,10 +79,10 @@ def main() -> None:
                   flush=True)
     if not rows:
         return
-    jobs = pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(speedup_table(jobs).drop(columns=["dataset"]).round(3).to_string(index=False))
-    for note in limits(jobs):
+        print(speedup_table(table).drop(columns=["dataset"]).round(3).to_string(index=False))
+    for note in limits(table):
         print(f"- {note}")
 
 
