@@ -1,14 +1,17 @@
-"""Benchmark: fit-time speed-up with more cores, for frameworks that do fixed work.
+"""Benchmark: fit-time speed-up with more cores (and GPUs), for frameworks that do fixed work.
 
 The same job (dataset, fold, seed, params that fix the work: HGB at a fixed number of rounds without
-early stopping, a random forest and XGBoost at a fixed number of trees) at each core count, capped at
-the host's cores (the capped steps are listed); the budget's time is the same and large enough that
-no fit is cut short. Prints, per framework: cores, fit_s, speed-up (fit_s at the fewest cores / fit_s)
-and parallel efficiency (speed-up / core ratio), the references' table. AutoML frameworks that fill
-their time are not here: their gain is in the result, not in fit_s.
+early stopping, a random forest and XGBoost at a fixed number of trees) at each step, planned as a
+suite's `scaling:` block plans it (tasks/plan.py: steps above the host's cores and GPUs capped, the
+capped ones listed), one job at a time; the budget's time is the same and large enough that no fit is
+cut short. The table is the report's Scaling table (tasks/report/scaling.py): per framework and step,
+fit_s, training rows per second of fit, speed-up (fit_s at the fewest resources / fit_s) and parallel
+efficiency (speed-up / core ratio). AutoML frameworks that fill their time are not here: their gain
+is in the result, not in fit_s (the `scaling` suite and its report show it).
 
-Settings (environment): BENCH_SCALING_CORES (default 1,2), BENCH_SCALING_FRAMEWORKS (default
-hgb,rf,xgboost), BENCH_SCALING_DATASET (default default: 10,000 rows, binary).
+Settings (environment): BENCH_SCALING_CORES (default 1,2), BENCH_SCALING_GPUS (default 0; 0,1 on a
+GPU machine, where xgboost trains on the GPU), BENCH_SCALING_FRAMEWORKS (default hgb,rf,xgboost),
+BENCH_SCALING_DATASET (default default: 10,000 rows, binary).
 Run: `python -m bench.bench_scaling` from the project root. Timings are this machine's, under
 whatever else runs on it.
 """
@@ -27,43 +30,60 @@ FIXED_WORK: dict[str, dict[str, Any]] = {
 }
 
 
+def _steps(variable: str, default: str) -> list[int]:
+    return [int(part) for part in os.environ.get(variable, default).split(",") if part.strip()]
+
+
 def main() -> None:
+    import pandas as pd
+
     from tasks.data.build import build
     from tasks.frameworks.registry import get_adapter
+    from tasks.gpus import visible_gpu_count
     from tasks.jobs import run_job
-    from tasks.plan import Job
-    from tasks.specs import Budget, load_dataset_spec
+    from tasks.plan import expand_scaling, make_jobs, not_applicable, scaling_record, scaling_steps
+    from tasks.report.scaling import limits, speedup_table
+    from tasks.specs import Budget, FrameworkRef, ScalingSettings, load_dataset_spec
 
-    host_cores = len(os.sched_getaffinity(0))
-    asked = [int(c) for c in os.environ.get("BENCH_SCALING_CORES", "1,2").split(",")]
-    cores = sorted({min(c, host_cores) for c in asked})
-    capped = [c for c in asked if c > host_cores]
+    host_cores, host_gpus = len(os.sched_getaffinity(0)), visible_gpu_count()
+    settings = ScalingSettings(cores=_steps("BENCH_SCALING_CORES", "1,2"),
+                               gpus=_steps("BENCH_SCALING_GPUS", "0"))
+    budget = Budget(name="bench-scaling", time_s=600, cores=1, memory_mb=8000)
+    steps = scaling_steps(settings, budget, host_cores=host_cores, host_gpus=host_gpus)
     spec = load_dataset_spec(os.environ.get("BENCH_SCALING_DATASET", "default"))
     build([spec.name])
     scratch = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
-    print(f"fit-time scaling on {spec.name} ({spec.rows} rows), host cores {host_cores}"
-          + (f"; capped at {host_cores}: {capped}" if capped else ""))
-    print("framework  cores   fit_s  speed-up  efficiency  status")
+    print(f"fit-time scaling on {spec.name} ({spec.rows} rows), host cores {host_cores}, GPUs {host_gpus}"
+          + (f"; {steps[0].capped}" if steps[0].capped else ""))
+    rows = []
     for framework in os.environ.get("BENCH_SCALING_FRAMEWORKS", "hgb,rf,xgboost").split(","):
         framework = framework.strip()
-        reason = get_adapter(framework).unavailable_reason()
+        adapter = get_adapter(framework)
+        reason = adapter.unavailable_reason()
         if reason:
             print(f"{framework:<10} not run: {reason}")
             continue
-        base: tuple[int, float] | None = None
-        for count in cores:
-            budget = Budget(name=f"scaling-{count}c", time_s=600, cores=count, memory_mb=4000)
-            params = FIXED_WORK[framework]
-            job = Job("bench_scaling", spec.name, "bench", framework, None, 0, 0, budget, params)
-            result = run_job(job, spec, scratch / f"{framework}-{count}c")
-            fit_s = result.costs.get("fit_s", float("nan"))
-            if result.status == "ok" and base is None:
-                base = (count, fit_s)
-            speedup = base[1] / fit_s if base and result.status == "ok" else float("nan")
-            efficiency = speedup / (count / base[0]) if base else float("nan")
-            note = f" ({result.error.splitlines()[0]})" if result.error else ""
-            print(f"{framework:<10} {count:5d} {fit_s:7.2f}  {speedup:8.2f}  {efficiency:10.2f}  "
-                  f"{result.status}{note}")
+        ref = FrameworkRef(name=framework, params=FIXED_WORK.get(framework, {}))
+        jobs = expand_scaling(make_jobs("bench_scaling", {spec.name: "bench"}, [ref], 1, [0], budget), steps)
+        skipped = not_applicable(jobs, {spec.name: spec}, {framework: adapter})  # as a suite's run skips
+        for job in jobs:
+            if job.key in skipped:
+                print(f"  {job.label}: skipped, {skipped[job.key]}")
+                continue
+            result = run_job(job, spec, scratch / job.key)
+            params, tags = scaling_record(job, result.info)  # what the job's MLflow run would carry
+            rows.append({"dataset": spec.name, "framework": framework, "status": result.status,
+                         **{f"params.{name}": value for name, value in params.items()}, **tags,
+                         **result.costs, "error": result.error.splitlines()[0] if result.error else ""})
+            print(f"  {job.label}: {result.status}, fit_s {result.costs.get('fit_s', float('nan')):.2f}",
+                  flush=True)
+    if not rows:
+        return
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(speedup_table(table).drop(columns=["dataset"]).round(3).to_string(index=False))
+    for note in limits(table):
+        print(f"- {note}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +33,18 @@ from tasks.data.versions import data_version as dvc_version
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.registry import find_environment, get_adapter
+from tasks.gpus import visible_gpu_count
 from tasks.paths import job_dir_for
-from tasks.plan import Job, MetricOptimiser, check_suite_metrics, make_jobs, not_applicable
+from tasks.plan import (
+    Job,
+    MetricOptimiser,
+    ScalingStep,
+    check_suite_metrics,
+    expand_scaling,
+    make_jobs,
+    not_applicable,
+    scaling_steps,
+)
 from tasks.report import jobs as job_table
 from tasks.report.build import default_folder
 from tasks.report.leaderboard import leaderboard
@@ -43,6 +54,7 @@ from tasks.specs import (
     Budget,
     DatasetSpec,
     FrameworkRef,
+    ScalingSettings,
     Suite,
     check_plain_names,
     load_budget,
@@ -178,7 +190,20 @@ def resolve_plan(
 
 
 def plan_jobs(plan: Plan, versions: dict[str, str]) -> list[Job]:
-    return make_jobs(plan.suite.name, versions, plan.frameworks, plan.folds, plan.suite.seeds, plan.budget)
+    jobs = make_jobs(plan.suite.name, versions, plan.frameworks, plan.folds, plan.suite.seeds, plan.budget)
+    if plan.suite.scaling is None:
+        return jobs
+    return expand_scaling(jobs, plan_scaling_steps(plan.suite.name, plan.suite.scaling, plan.budget))
+
+
+def plan_scaling_steps(suite: str, settings: ScalingSettings, budget: Budget) -> list[ScalingStep]:
+    """The suite's `scaling:` steps on this host (its cores and visible GPUs), capped where above;
+    the capped ones are said once here and carried by every job of the block into the report."""
+    steps = scaling_steps(settings, budget, host_cores=len(os.sched_getaffinity(0)),
+                          host_gpus=visible_gpu_count())
+    if steps[0].capped:
+        print(f"{suite}: scaling steps above this host: {steps[0].capped}.")
+    return steps
 
 
 # ---------------------------------------------------------------- data: align, version, gate

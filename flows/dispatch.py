@@ -215,6 +215,17 @@ def max_parallel_jobs(budget: Budget, *, cpu_count: int | None = None, gpu_count
     return parallel
 
 
+def jobs_at_once(jobs: list[Job], parallel: int | None = None, *, cpu_count: int | None = None,
+                 gpu_count: int | None = None) -> int:
+    """How many of `jobs` an embedded run starts side by side: `parallel` when given, else as many as
+    the largest budget allows (a scaling block's steps differ), and one at a time for a scaling
+    block's jobs, so each step's fit time is its own."""
+    budget = max((job.budget for job in jobs), key=lambda budget: (budget.cores, budget.gpus))
+    if parallel is None and any(job.scaling is not None for job in jobs):
+        parallel = 1
+    return min(len(jobs), parallel or max_parallel_jobs(budget, cpu_count=cpu_count, gpu_count=gpu_count))
+
+
 @task(name="run-job", task_run_name="{job_label}", cache_policy=NO_CACHE)
 def run_one_job(job_dict: dict[str, Any], context: dict[str, Any], job_label: str = "",
                 gpu_pool: GpuPool | None = None, progress: ProgressListener | None = None) -> JobOutcome:
@@ -266,9 +277,8 @@ class EmbeddedDispatcher:
     def run(self, jobs: list[Job], contexts: dict[str, JobContext]) -> list[JobOutcome]:
         if not jobs:
             return []
-        budget = jobs[0].budget
-        workers = min(len(jobs), self.parallel or max_parallel_jobs(budget))
-        gpu_pool = GpuPool(visible_gpu_ids()) if budget.gpus else None
+        workers = jobs_at_once(jobs, self.parallel)
+        gpu_pool = GpuPool(visible_gpu_ids()) if any(job.budget.gpus for job in jobs) else None
         outcomes: list[JobOutcome] = []
         with ThreadPoolTaskRunner(max_workers=workers) as runner:
             futures = [

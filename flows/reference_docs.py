@@ -65,8 +65,13 @@ def suites_markdown() -> str:
         frameworks = ", ".join(f"`{ref.id}`" for ref in suite.frameworks)
         evaluations = ", ".join(f"`{name}`" for name in suite.evaluation_blocks()) or "none"
         description = suite.description.replace("|", "/")
+        budget = f"`{suite.budget}`"
+        if suite.scaling is not None:  # its steps: the same budget time at other cores and GPUs
+            steps = [f"{name} {', '.join(map(str, counts))}" for name, counts in
+                     (("cores", suite.scaling.cores), ("gpus", suite.scaling.gpus)) if counts is not None]
+            budget += f", scaled to {'; '.join(steps)}"
         lines.append(f"| `{suite.name}` | {description} | {datasets} | {frameworks} | "
-                     f"{suite.folds} x {len(suite.seeds)} | `{suite.budget}` | {evaluations} |")
+                     f"{suite.folds} x {len(suite.seeds)} | {budget} | {evaluations} |")
     return "\n".join(lines)
 
 

@@ -9,12 +9,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from tasks.errors import UserError
 from tasks.metric_registry import can_optimise
-from tasks.specs import Budget, DatasetSpec, FrameworkRef, framework_id
+from tasks.specs import Budget, DatasetSpec, FrameworkRef, ScalingSettings, framework_id
+
+
+@dataclass(frozen=True)
+class ScalingStep:
+    """One step of a suite's `scaling:` block: the cores and GPUs its jobs get (the budget's time
+    stays), and the steps the plan capped at this host's cores and GPUs, in words ("" when none)."""
+
+    cores: int
+    gpus: int
+    capped: str = ""
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,9 @@ class Job:
     params: dict[str, Any] = field(default_factory=dict)
     # The framework's version in its own environment (`hgb@1.7.2`); None: the main environment.
     framework_version: str | None = None
+    # The suite's scaling step this job runs at (its budget already holds the step's cores and GPUs,
+    # so the key differs by step); None outside a `scaling:` block.
+    scaling: ScalingStep | None = None
 
     @property
     def framework_id(self) -> str:
@@ -54,7 +67,8 @@ class Job:
 
     @property
     def label(self) -> str:
-        return f"{self.dataset}/{self.framework_id}/fold{self.fold}/seed{self.seed}"
+        step = f"/{self.scaling.cores}c{self.scaling.gpus}g" if self.scaling is not None else ""
+        return f"{self.dataset}/{self.framework_id}/fold{self.fold}/seed{self.seed}{step}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -63,7 +77,9 @@ class Job:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
-        return cls(**{**data, "budget": Budget(**data["budget"])})
+        step = data.get("scaling")
+        return cls(**{**data, "budget": Budget(**data["budget"]),
+                      "scaling": ScalingStep(**step) if isinstance(step, dict) else step})
 
 
 def make_jobs(
@@ -84,6 +100,57 @@ def make_jobs(
         for ref in frameworks
     ]
 
+
+def scaling_steps(settings: ScalingSettings, budget: Budget, *, host_cores: int,
+                  host_gpus: int) -> list[ScalingStep]:
+    """The steps of a `scaling:` block on this host: every (cores, gpus) pair, fewest first, each
+    capped at the host's cores and GPUs. A capped step runs at the cap (once, however many steps
+    it stands for); every step carries the note naming what was capped, so the report lists it."""
+    asked_cores = settings.cores or [budget.cores]
+    asked_gpus = settings.gpus if settings.gpus is not None else [budget.gpus]
+    notes = []
+    over_cores = sorted({count for count in asked_cores if count > host_cores})
+    if over_cores:
+        notes.append(f"cores {', '.join(map(str, over_cores))} capped at {host_cores} (the host's cores)")
+    over_gpus = sorted({count for count in asked_gpus if count > host_gpus})
+    if over_gpus:
+        where = f"the host's {host_gpus} GPUs" if host_gpus else "no GPU is visible on the host"
+        notes.append(f"gpus {', '.join(map(str, over_gpus))} capped at {host_gpus} ({where})")
+    capped = "; ".join(notes)
+    cores = sorted({min(count, host_cores) for count in asked_cores})
+    gpus = sorted({min(count, host_gpus) for count in asked_gpus})
+    return [ScalingStep(core_count, gpu_count, capped) for gpu_count in gpus for core_count in cores]
+
+
+def expand_scaling(jobs: list[Job], steps: Sequence[ScalingStep]) -> list[Job]:
+    """Each job once per step: the same budget time, the step's cores and GPUs (so each step has its
+    own key), the step recorded on the job. Steps stay side by side for each job."""
+    return [
+        replace(job, budget=job.budget.model_copy(update={"cores": step.cores, "gpus": step.gpus}),
+                scaling=step)
+        for job in jobs
+        for step in steps
+    ]
+
+
+def scaling_record(job: Job, info: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(params, tags) a scaling job's run carries, from its job and its result's info (JobInfo as
+    JSON): the step, what kind of work the framework did, and the steps capped on its host.
+
+    The work: `fixed` (its params fix the work, FrameworkAdapter.fixed_work: the report compares
+    fit_s), `cut_short` (fixed work the budget's time stopped: its fit_s is the budget's, not
+    comparable), `fills_time` (it searches until its time is spent: the report compares result)."""
+    if job.scaling is None:
+        return {}, {}
+    params = {"scaling_cores": str(job.scaling.cores), "scaling_gpus": str(job.scaling.gpus)}
+    tags: dict[str, str] = {}
+    if "fixed_work" in info:  # absent where the job failed before its framework was asked
+        fixed = bool(info.get("fixed_work"))
+        tags["scaling_work"] = ("cut_short" if info.get("fit_stopped_by_time") else "fixed") if fixed \
+            else "fills_time"
+    if job.scaling.capped:
+        tags["scaling_capped"] = job.scaling.capped
+    return params, tags
 
 
 class MetricOptimiser(Protocol):
@@ -114,17 +181,24 @@ def check_suite_metrics(
 class TakesDatasets(Protocol):
     """What the plan asks of a framework adapter (tasks/frameworks/base.py, FrameworkAdapter)."""
 
+    uses_gpu: bool  # whether a GPU the budget grants is of any use to it
+
     def applies_to(self, spec: DatasetSpec) -> str | None: ...
 
 
 def not_applicable(jobs: list[Job], specs: Mapping[str, DatasetSpec],
                    adapters: Mapping[str, TakesDatasets]) -> dict[str, str]:
     """Job key -> why its framework cannot take its dataset (problem type, modality, rows, columns),
-    as the adapter says; such a job is recorded as skipped with that reason, never run."""
+    as the adapter says, or a scaling step with GPUs for a framework that uses none (the 0-GPU step
+    already measures it); such a job is recorded as skipped with that reason, never run."""
     reasons: dict[str, str] = {}
     for job in jobs:
         adapter = adapters.get(job.framework)
         reason = adapter.applies_to(specs[job.dataset]) if adapter is not None else None
+        if not reason and job.scaling is not None and job.scaling.gpus and adapter is not None \
+                and not adapter.uses_gpu:
+            reason = (f"{job.framework} uses no GPU, so its scaling step with {job.scaling.gpus} GPU(s) "
+                      "would repeat the step without; not run.")
         if reason:
             reasons[job.key] = reason
     return reasons

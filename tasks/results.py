@@ -62,6 +62,10 @@ class JobInfo(BaseModel):
     # tasks/anytime.py: {"offered": bool, "reason": why not, "candidates": models seen, "timing": how
     # each model's time was derived}
     anytime: dict[str, Any] | None = None
+    # FrameworkAdapter.fixed_work, and whether the budget's time stopped the fit before that work was
+    # done (FittedModel.stopped_by_time): the Scaling section compares fit_s only where it was not.
+    fixed_work: bool | None = None
+    fit_stopped_by_time: bool | None = None
     # Added by the parent from what it saw.
     cores: list[int] | None = None  # the cores it was granted
     launcher: str | None = None  # warm or cold (tasks/launch.py)

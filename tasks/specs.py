@@ -271,6 +271,38 @@ class AttributionSettings(_Strict):
     max_factors: int = Field(default=4, gt=0)  # every mix (2^k) up to k factors, else one at a time
 
 
+class ScalingSettings(_Strict):
+    """`scaling:` of a suite: resource steps for the same budget time (tasks/plan.py expands every
+    job into one job per step; the report's Scaling section compares them). Each list names the
+    cores or GPUs of a step; a missing list keeps the budget's. Steps above the host are capped at
+    planning, with a note, not refused."""
+
+    cores: list[int] | None = Field(default=None, min_length=1)
+    gpus: list[int] | None = Field(default=None, min_length=1)
+
+    @field_validator("cores")
+    @classmethod
+    def _whole_cores(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(count < 1 for count in value):
+            raise ValueError(f"a step of {min(value)} cores cannot run; give steps of 1 core or more, "
+                             "e.g. [1, 2, 4, 8]")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _no_negative_gpus(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(count < 0 for count in value):
+            raise ValueError(f"a step of {min(value)} GPUs is negative; give steps of 0 GPUs or more, "
+                             "e.g. [0, 1]")
+        return value
+
+    @model_validator(mode="after")
+    def _some_steps(self) -> ScalingSettings:
+        if self.cores is None and self.gpus is None:
+            raise ValueError("name the steps: cores, gpus or both, e.g. `scaling: {cores: [1, 2, 4]}`")
+        return self
+
+
 # Top-level suite fields a modality adds (tasks/multimodal/combinations.py reads it); any other
 # unknown field is refused.
 SUITE_FIELDS_OF_MODALITIES = frozenset({"modality_combinations"})
@@ -294,6 +326,7 @@ class Suite(_Strict):
     budget: str = "test"
     evaluations: dict[str, Any] = Field(default_factory=dict)  # name -> its EvaluationSettings
     attribution: AttributionSettings = Field(default_factory=AttributionSettings)
+    scaling: ScalingSettings | None = None  # resource steps for the same budget time (tasks/plan.py)
 
     def evaluation_blocks(self) -> dict[str, dict[str, Any]]:
         """The enabled evaluations' settings as plain data (what crosses to the job's process)."""

@@ -155,7 +155,14 @@ JOB_TAGS: dict[str, str] = {
     "energy_source": "where energy_fit_j came from: nvml_counter, nvml_power, rapl (joined by + when "
                      "several), or none",
     "energy_reason": "why an energy source is missing (no RAPL files, no GPU, NVML unusable)",
+    # Jobs of a suite's `scaling:` block only (docs/suites.md#scaling).
+    "scaling_work": "fixed (the framework's params fix its work: the Scaling section compares fit_s), "
+                    "cut_short (fixed work the budget's time stopped: fit_s not comparable) or fills_time "
+                    "(it searches until its time is spent: the Scaling section compares result)",
+    "scaling_capped": "the scaling steps above the planning host's cores or GPUs, and what they were "
+                      "capped at",
 }
+SCALING_JOB_TAGS = frozenset({"scaling_work", "scaling_capped"})  # on the jobs of a scaling block only
 STATUSES = ("ok", "failed", "timeout", "memory", "skipped")
 FINISHED_STATUSES = frozenset({"ok", "skipped"})  # a resumed suite does not run these again
 RETRYABLE_STATUSES = frozenset({"failed", "timeout", "memory"})
@@ -168,6 +175,8 @@ JOB_PARAMS: dict[str, str] = {
     "budget_cores": "CPU cores granted",
     "budget_memory_mb": "process-tree memory limit",
     "budget_gpus": "GPUs granted",
+    "scaling_cores": "the cores of the suite's scaling step this job ran at (scaling jobs only)",
+    "scaling_gpus": "the GPUs of the suite's scaling step this job ran at (scaling jobs only)",
     "param.<name>": "each framework param as the suite gives it (`_name` ones are for the adapter)",
 }
 

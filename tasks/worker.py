@@ -176,6 +176,8 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
     costs.update({name: float(value) for name, value in model.training_costs().items()})
     for key, value in model.info().items():  # the framework's own (JobInfo keeps unknown keys)
         setattr(info, key, value)
+    info.fixed_work = adapter.fixed_work
+    info.fit_stopped_by_time = model.stopped_by_time()
 
     _record_anytime(job_dir, model, costs, info, X_test, y_test, task, spec, budget.time_s)
 

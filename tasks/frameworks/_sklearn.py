@@ -61,6 +61,10 @@ class SklearnModel(FittedModel):
                             stopped_by_time=final.stopped_by_time())
         return recorded
 
+    def stopped_by_time(self) -> bool:
+        final = self.estimator.steps[-1][1] if hasattr(self.estimator, "steps") else self.estimator
+        return bool(final.stopped_by_time()) if hasattr(final, "stopped_by_time") else False
+
     def to_onnx(self, folder: Path) -> OnnxGraph:
         return sklearn_graph(self.estimator, self.schema, self.task, covers="the whole fitted estimator")
 

@@ -121,6 +121,11 @@ class FittedModel(ABC):
         cheap enough to call on many masked copies of a text (token-level SHAP)."""
         raise NotOffered("token-level SHAP needs a tokenizer shap can mask with cheaply; this model has none")
 
+    def stopped_by_time(self) -> bool:
+        """Whether its fit ended because the budget's time was spent, before the work its params set
+        (rounds, trees, epochs) was done; False for a model whose fit did all its work."""
+        return False
+
     def anytime_candidates(self) -> list[AnytimeCandidate]:
         """The models the search had ready along the fit (the score-over-time curve's points)."""
         raise NotOffered("the framework exposes no record of its search's progress")
@@ -141,6 +146,10 @@ class FrameworkAdapter(ABC):
     # whatever reads tabular data reads it too.
     modalities: ClassVar[frozenset[str]] = frozenset({"tabular", "multimodal"})
     uses_gpu: ClassVar[bool] = False  # can make use of a GPU when the budget grants one
+    # Its params fix its work (rounds, trees, epochs); the budget's time only caps it, so more cores
+    # or GPUs change its fit time, not what it fits (the report's Scaling section compares fit_s).
+    # False: it searches until its time is spent (AutoML), so more resources change its result.
+    fixed_work: ClassVar[bool] = False
     # Extra seconds the watchdog allows on top of the budget for a start-up outside the search
     # (H2O's JVM); see tasks/jobs.py for the grace every job gets.
     startup_grace_s: ClassVar[float] = 0.0

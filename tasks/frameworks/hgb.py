@@ -49,6 +49,7 @@ class HistGradientBoostingModel(SklearnModel):
 
 class HistGradientBoostingAdapter(SklearnAdapter):
     name = "hgb"
+    fixed_work = True  # max_iter rounds (or early stopping's), unless the budget's time runs out first
     model_class = HistGradientBoostingModel
 
     def estimator(

@@ -36,6 +36,7 @@ class RandomForestModel(SklearnModel):
 
 class RandomForestAdapter(SklearnAdapter):
     name = "rf"
+    fixed_work = True  # n_estimators trees (on the rows its row cap allows: fit_rows says how many)
     model_class = RandomForestModel
     row_cap = ROW_CAP
 

@@ -107,6 +107,9 @@ class XGBoostModel(FittedModel):
     def info(self) -> dict[str, Any]:
         return dict(self.details)
 
+    def stopped_by_time(self) -> bool:
+        return bool(self.details.get("stopped_by_time"))
+
     # ------------------------------------------------------------ capabilities
 
     def tree_ensemble(self) -> TreeEnsemble:
@@ -133,6 +136,8 @@ class XGBoostAdapter(FrameworkAdapter):
     package = _distribution()
     install_hint = "pip install xgboost-cpu (or xgboost, the build with CUDA, for GPUs)"
     uses_gpu = True
+    fixed_work = True  # n_estimators rounds, unless the budget's time runs out first
+
 
     def start(self, budget: Budget, workdir: Path) -> None:
         import xgboost  # noqa: F401 - its imports belong to start-up, not to the search

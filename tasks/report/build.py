@@ -28,6 +28,7 @@ from tasks.report import (
     plots,
     ranking,
     robustness,
+    scaling,
     serving,
     stability,
 )
@@ -182,6 +183,8 @@ def build_report(
 
     serving_lines, serving_figures = serving.section(table, folder, _table)
     serving_lines += energy.section(table, folder, _table) + anytime.section(table, _table)
+    scaling_lines, scaling_figures = scaling.section(table, folder, _table)
+    serving_lines += scaling_lines
     figures += serving_figures
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
     image_lines, image_figures = images.section(table, folder, _table)
@@ -216,7 +219,7 @@ def build_report(
         files = markdown.index("## Files")
         figure_lines = "".join(f"- ![{p.stem}]({p.name})\n" for p in explain_figures)
         markdown = markdown[:files] + "\n".join(explain_lines) + "\n" + markdown[files:] + figure_lines
-    figures += forecast_figures + image_figures  # embedded in their own sections already
+    figures += forecast_figures + image_figures + scaling_figures  # embedded in their own sections already
     write_report_pages(folder, markdown, title)
     return Report(folder, markdown, board, totals, elo_table, test, cd_value, flags, figures, anchor, robust)
 

@@ -26,7 +26,7 @@ from tasks.anytime import ANYTIME_FILE, ANYTIME_METRIC
 from tasks.errors import UserError
 from tasks.evaluations._pyfunc import AdapterPyfunc, model_code_paths, requirements
 from tasks.evaluations.stage import evaluation_folder
-from tasks.plan import Job
+from tasks.plan import Job, scaling_record
 from tasks.resources import SERIES_FILE, SERIES_TIME
 from tasks.results import (
     INPUT_EXAMPLE_FILE,
@@ -68,7 +68,8 @@ class LoggedJob:
 def job_run_name(job: Job) -> str:
     """Framework first: within a suite's experiment the framework is what differs from row to row,
     and MLflow's narrow name column shows the start of the name."""
-    return f"{job.framework_id} · {job.dataset} · f{job.fold} s{job.seed}"
+    step = f" · {job.scaling.cores}c{job.scaling.gpus}g" if job.scaling is not None else ""
+    return f"{job.framework_id} · {job.dataset} · f{job.fold} s{job.seed}{step}"
 
 
 def unix_ms(stamp: str) -> int | None:
@@ -186,6 +187,7 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     tags["energy_source"] = str(energy.get("source", "none"))
     if energy.get("reason"):
         tags["energy_reason"] = str(energy["reason"])[-MAX_TAG_CHARS:]
+    tags.update(scaling_record(job, result.info)[1])
     for name, outcome in sorted(result.evaluations.items()):
         tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
         if outcome.get("reason"):
@@ -203,6 +205,7 @@ def _job_params(job: Job) -> dict[str, str]:
         "budget_memory_mb": str(job.budget.memory_mb),
         "budget_gpus": str(job.budget.gpus),
     }
+    params.update(scaling_record(job, {})[0])
     for name, value in sorted(job.params.items()):
         params[f"param.{name}"] = value if isinstance(value, str) else json.dumps(value, default=str)
     return params

@@ -12,7 +12,15 @@ from tasks.data.folds import split
 from tasks.data.load import load_frame
 from tasks.frameworks.registry import get_adapter
 from tasks.specs import load_dataset_spec
-from tasks.vocabulary import COST_METRICS, JOB_PARAMS, JOB_TAGS, RESULT, SCORE_METRICS, SERIES_METRICS
+from tasks.vocabulary import (
+    COST_METRICS,
+    JOB_PARAMS,
+    JOB_TAGS,
+    RESULT,
+    SCALING_JOB_TAGS,
+    SCORE_METRICS,
+    SERIES_METRICS,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +41,7 @@ def test_autogluon_and_h2o_runs_hold_the_vocabulary_and_reloadable_models(data_h
     for framework, run in runs.items():
         tags, metrics = run.data.tags, run.data.metrics
         assert tags["status"] == "ok", (framework, tags.get("error"))
-        assert set(JOB_TAGS) - {"error"} <= set(tags)
+        assert set(JOB_TAGS) - {"error"} - SCALING_JOB_TAGS <= set(tags)
         assert tags["framework_version"] == get_adapter(framework).version()
         assert tags["dataset"] == "breast_cancer" and tags["budget"] == "tiny"
         costs = {"fit_s", "predict_s", "latency_p99_ms", "peak_rss_mb"}

@@ -37,6 +37,8 @@ def test_boosting_stops_after_the_round_in_which_its_time_ran_out(
 
     info = model.info()
     assert info["stopped_by_time"] is stops_by_time
+    assert model.stopped_by_time() is stops_by_time  # the capability the Scaling report reads
+    assert ADAPTER.fixed_work  # its params fix the rounds; the budget's time only caps them
     assert info["boosting_rounds"] == (1 if stops_by_time else 15)
     assert info["max_rounds"] == 15
     assert set(model.predict(X.head(3))) <= {"no", "yes"}
