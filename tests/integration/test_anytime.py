@@ -4,12 +4,13 @@ the curve ends at the job's own `result`."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from jobs_support.tiny_project import make_project
+from jobs_support.tiny_project import make_image_project, make_project
 
 from tasks.anytime import ANYTIME_FILE
 from tasks.frameworks.base import TaskInfo
@@ -17,7 +18,7 @@ from tasks.frameworks.flaml_automl import KEPT, REFITTED, REFITTED_SEARCH_ROWS
 from tasks.frameworks.registry import get_adapter
 from tasks.jobs import run_job
 from tasks.plan import Job
-from tasks.results import JobResult
+from tasks.results import TRAINING_CURVE_FILE, JobResult
 from tasks.specs import Budget
 from tasks.vocabulary import COST_METRICS, RESULT
 
@@ -129,6 +130,32 @@ def test_without_retrain_full_flaml_s_kept_models_serve_and_the_rest_are_the_sea
     np.testing.assert_allclose(best.predict_proba(X).to_numpy(), final.predict_proba(X).to_numpy())
     for candidate in logged:
         assert len(candidate.predict(X.head(5))) == 5
+
+
+def test_a_cnn_job_carries_its_improving_epochs_as_a_curve_ending_at_its_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CNN on tiny generated digit-like images: each epoch that improved the validation loss is a
+    point, its weights (written during the fit) scored by the harness on the test fold."""
+    adapter = get_adapter("cnn")
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_image_project(tmp_path / "project", rows=48)["multiclass"]
+    params = {"batch_size": 8, "epochs": 4, "_validation_rows": 8}
+    job = Job("anytime", spec.name, "v0", "cnn", None, 0, 0, Budget(name="cnn", time_s=60, cores=1,
+                                                                     memory_mb=4096), params)
+    result = run_job(job, spec, tmp_path / "runs" / "cnn")
+    curve = _check_curve(result, tmp_path / "runs" / "cnn")
+    per_epoch = pd.read_csv(tmp_path / "runs" / "cnn" / TRAINING_CURVE_FILE)
+    epochs = dict(zip(per_epoch["step"], per_epoch["validation_loss"], strict=True))
+    improving = [step for step, loss in epochs.items() if loss < min([math.inf] + [
+        epochs[earlier] for earlier in epochs if earlier < step])]
+    assert result.info["anytime"]["candidates"] == len(improving) + 1  # and the returned model
+    assert list(curve["model"].iloc[:-1]) == [f"epoch {step}" for step in improving]
+    np.testing.assert_allclose(-curve["validation"].iloc[:-1], [epochs[step] for step in improving],
+                               atol=1e-5)
+    assert curve["model"].iloc[-1] == f"epoch {improving[-1]} (returned)"
+    assert not (tmp_path / "runs" / "cnn" / "work").exists()  # the checkpoints went with the work folder
 
 
 def test_a_model_without_a_search_record_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
