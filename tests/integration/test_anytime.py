@@ -158,6 +158,33 @@ def test_a_cnn_job_carries_its_improving_epochs_as_a_curve_ending_at_its_result(
     assert not (tmp_path / "runs" / "cnn" / "work").exists()  # the checkpoints went with the work folder
 
 
+def test_hf_finetune_s_improving_evaluations_are_candidates_and_the_best_is_the_returned_model(
+        tmp_path: Path) -> None:
+    adapter = get_adapter("hf_finetune")
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    texts = ["great taste, love it", "best snack ever", "delicious and fresh", "stale and awful",
+             "tasted like cardboard", "too salty, threw it away"] * 4
+    X = pd.DataFrame({"review": texts})
+    y = pd.Series((["great"] * 3 + ["other"] * 3) * 4, dtype=object)
+    task = TaskInfo("binary", "score", "auc", {"review": "text"}, ("great", "other"))
+    params = {**adapter.test_params(), "_max_steps": 3, "_validation_rows": 4, "_evaluations_per_epoch": 8}
+    model = adapter.fit(X, y, task=task, budget=Budget(name="hf", time_s=120, cores=1, memory_mb=2048),
+                        params=params, workdir=tmp_path, seed=0)
+    candidates = model.anytime_candidates()
+    final = candidates[-1]
+    checkpoints = candidates[:-1]
+    assert final.final and len(checkpoints) >= 1 and not any(c.final for c in checkpoints)
+    losses = [-c.validation for c in checkpoints]
+    assert losses == sorted(losses, reverse=True)  # each one an improvement
+    assert [c.name for c in checkpoints][-1] == f"step {model.info()['best_step']}"
+    # The last checkpoint holds the best weights, which the returned model restored.
+    np.testing.assert_allclose(checkpoints[-1].predict_proba(X).to_numpy(), final.predict_proba(X).to_numpy(),
+                               atol=1e-5)
+    if len(checkpoints) > 1:  # an earlier one answers with its own weights
+        assert not np.allclose(checkpoints[0].predict_proba(X).to_numpy(), final.predict_proba(X).to_numpy())
+
+
 def test_a_model_without_a_search_record_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
     spec = make_project(tmp_path / "project", rows=60)["binary"]
