@@ -132,6 +132,25 @@ def test_without_retrain_full_flaml_s_kept_models_serve_and_the_rest_are_the_sea
         assert len(candidate.predict(X.head(5))) == 5
 
 
+def test_an_h2o_job_carries_its_leaderboard_as_a_curve_ending_at_its_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each leaderboard model is a model in H2O's cluster, ready when the event log added it."""
+    adapter = get_adapter("h2o")
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=160)["binary"]
+    # Room for its two models (a GLM and a forest) within max_runtime_secs on a busy machine.
+    budget = Budget(name="h2o", time_s=45, cores=1, memory_mb=4096)
+    job = Job("anytime", spec.name, "v0", "h2o", None, 0, 0, budget, adapter.test_params())
+    result = run_job(job, spec, tmp_path / "runs" / "h2o")
+    curve = _check_curve(result, tmp_path / "runs" / "h2o")
+    board = result.info["leaderboard_costs"]
+    assert result.info["anytime"]["candidates"] == len(board) >= 2
+    assert all(row["training_time_ms"] >= 0 and row["predict_time_per_row_ms"] >= 0 for row in board)
+    assert curve["model"].iloc[-1] == result.info["leader"]
+
+
 def test_a_cnn_job_carries_its_improving_epochs_as_a_curve_ending_at_its_result(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CNN on tiny generated digit-like images: each epoch that improved the validation loss is a
