@@ -155,6 +155,8 @@ JOB_TAGS: dict[str, str] = {
     "energy_source": "where energy_fit_j came from: nvml_counter, nvml_power, rapl (joined by + when "
                      "several), or none",
     "energy_reason": "why an energy source is missing (no RAPL files, no GPU, NVML unusable)",
+    "anytime_reason": "why the job has no anytime curve: what its framework's model says it does not "
+                      "expose, or the candidate that could not be scored",
 }
 STATUSES = ("ok", "failed", "timeout", "memory", "skipped")
 FINISHED_STATUSES = frozenset({"ok", "skipped"})  # a resumed suite does not run these again

@@ -28,27 +28,37 @@ def table(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def without_curve(jobs: pd.DataFrame) -> list[str]:
-    """Frameworks whose ok jobs carry no curve."""
+    """Frameworks whose ok jobs carry no curve, each with the reason its jobs give (anytime_reason:
+    what the model said it does not expose), never a guess."""
     ok = jobs[jobs["status"] == "ok"]
     measured = pd.to_numeric(ok["anytime_t95_s"], errors="coerce") if "anytime_t95_s" in ok else None
     frameworks = set(ok["framework"])
     with_curve = set(ok.loc[measured.notna(), "framework"]) if measured is not None else set()
-    return sorted(frameworks - with_curve)
+    listed = []
+    for framework in sorted(frameworks - with_curve):
+        rows = ok[ok["framework"] == framework]
+        given = rows["anytime_reason"].dropna() if "anytime_reason" in rows else []
+        reasons = sorted({str(reason) for reason in given if str(reason)})
+        listed.append(f"{framework} ({'; '.join(reasons)})" if reasons else framework)
+    return listed
 
 
 def section(jobs: pd.DataFrame, table_markdown: Callable[..., str]) -> list[str]:
-    """The Anytime section of report.md (empty when no job carries a curve)."""
+    """The Anytime section of report.md: the table where jobs carry a curve, and the frameworks
+    without one with their reasons (empty when no job recorded either)."""
     summary = table(jobs)
-    if summary.empty:
+    reasons = jobs["anytime_reason"].fillna("").astype(str) if "anytime_reason" in jobs else pd.Series([""])
+    if summary.empty and not (reasons != "").any():
         return []
-    lines = ["## Anytime (score over time)", "",
-             "Fit seconds until the job's curve (the framework's pick by its own validation score, "
-             "scored on the test fold; anytime.csv on each job run) had gained 95% and 99% of what "
-             "the whole fit gained over its first model; means over folds and seeds. A t95 far below "
-             "fit_s says a shorter budget would have bought nearly the same result.", "",
-             table_markdown(summary), ""]
+    lines = ["## Anytime (score over time)", ""]
+    if not summary.empty:
+        lines += ["Fit seconds until the job's curve (the framework's pick by its own validation score, "
+                  "scored on the test fold; anytime.csv on each job run) had gained 95% and 99% of what "
+                  "the whole fit gained over its first model; means over folds and seeds. A t95 far below "
+                  "fit_s says a shorter budget would have bought nearly the same result.", "",
+                  table_markdown(summary), ""]
     missing = without_curve(jobs)
     if missing:
-        lines += ["No curve (the framework exposes no record of its search's progress here): "
+        lines += ["No curve (the framework exposes no record of its search's progress here, or says why): "
                   + ", ".join(missing) + ".", ""]
     return lines

@@ -186,6 +186,9 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     tags["energy_source"] = str(energy.get("source", "none"))
     if energy.get("reason"):
         tags["energy_reason"] = str(energy["reason"])[-MAX_TAG_CHARS:]
+    anytime = result.info.get("anytime") or {}
+    if anytime.get("reason"):  # the report lists the frameworks without a curve with this
+        tags["anytime_reason"] = str(anytime["reason"])[-MAX_TAG_CHARS:]
     for name, outcome in sorted(result.evaluations.items()):
         tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
         if outcome.get("reason"):
