@@ -113,6 +113,7 @@ class FlamlModel(FittedModel):
         # FLAML retrains its pick on every row unless told not to ("budget": when time allows, which
         # it does at any earlier stop); without that it returns the search's own model.
         retrains = search.options.get("retrain_full", True) is not False
+        live: dict[str, _Refit] = {}  # the one refit held at a time (each holds FLAML's data copies)
         candidates = []
         for record in records:
             kept = None if retrains else self._kept_model(record)
@@ -120,7 +121,7 @@ class FlamlModel(FittedModel):
                 predict, proba, source, cost_s = (lambda X, m=kept: self._kept_predict(m, X),
                                                   lambda X, m=kept: self._kept_proba(m, X), KEPT, 0.0)
             else:
-                refit = _Refit(self, record.record_id, train_full=retrains)
+                refit = _Refit(self, record.record_id, train_full=retrains, live=live)
                 predict, proba = refit.predict, refit.predict_proba
                 source = REFITTED if retrains else REFITTED_SEARCH_ROWS
                 cost_s = record.trial_time
@@ -243,15 +244,21 @@ class FlamlModel(FittedModel):
 
 
 class _Refit:
-    """A logged trial of the search, refitted with FLAML's retrain_from_log on first use."""
+    """A logged trial of the search, refitted with FLAML's retrain_from_log on first use. The harness
+    scores candidates one after another, so a refit lets go of the one before it (`live`)."""
 
-    def __init__(self, model: FlamlModel, record_id: int, train_full: bool) -> None:
+    def __init__(self, model: FlamlModel, record_id: int, train_full: bool, live: dict[str, _Refit]) -> None:
         self.model = model
         self.record_id = record_id
         self.train_full = train_full
+        self.live = live
         self.automl: Any = None
 
     def _fitted(self) -> Any:
+        previous = self.live.get("refit")
+        if previous is not None and previous is not self:
+            previous.automl = None
+        self.live["refit"] = self
         if self.automl is None:
             from flaml import AutoML
 
