@@ -1,12 +1,18 @@
 """The report's Anytime part: per framework and dataset, the fit time until the job's score-over-time
 curve had gained 95% and 99% of what the whole fit gained (tasks/anytime.py records them), and the
-frameworks that expose no record of their search, listed as such (nothing is guessed for them)."""
+frameworks that expose no record of their search, listed as such (nothing is guessed for them),
+and a figure per dataset of the curves themselves (each job's anytime.csv)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pandas as pd
+
+from tasks.report.plots import _colors, _save, plt
+from tasks.vocabulary import RESULT
 
 FIGURES = ["anytime_t95_s", "anytime_t99_s", "fit_s"]
 
@@ -41,6 +47,35 @@ def without_curve(jobs: pd.DataFrame) -> list[str]:
         reasons = sorted({str(reason) for reason in given if str(reason)})
         listed.append(f"{framework} ({'; '.join(reasons)})" if reasons else framework)
     return listed
+
+
+def curves_figure(curves: pd.DataFrame, dataset: str, path: Path) -> Path:
+    """One dataset's curves: result (test fold) against fit seconds, a step line per job, one colour
+    per framework."""
+    rows = curves[curves["dataset"] == dataset]
+    frameworks = sorted(rows["framework"].astype(str).unique())
+    colors = _colors(frameworks)
+    figure, axes = plt.subplots(figsize=(7.5, 4.5))
+    for (framework, _fold, _seed), job in rows.groupby(["framework", "fold", "seed"], sort=True):
+        job = job.sort_values("elapsed_s")
+        axes.step(job["elapsed_s"], job[RESULT], where="post", color=colors[str(framework)], alpha=0.8,
+                  marker="o", markersize=3)
+    for framework in frameworks:
+        axes.plot([], [], color=colors[framework], label=framework)
+    axes.set_xlabel("fit seconds")
+    axes.set_ylabel("result on the test fold (higher is better)")
+    axes.set_title(f"Anytime: the framework's pick by its own validation score, {dataset}")
+    axes.legend(fontsize=8, loc="lower right")
+    axes.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+def figures(curves: pd.DataFrame | None, folder: Path) -> list[Path]:
+    """anytime_DATASET.png for each dataset with curves."""
+    if curves is None or curves.empty:
+        return []
+    return [curves_figure(curves, dataset, folder / f"anytime_{re.sub(r'[^A-Za-z0-9_.-]', '_', dataset)}.png")
+            for dataset in sorted(curves["dataset"].astype(str).unique())]
 
 
 def section(jobs: pd.DataFrame, table_markdown: Callable[..., str]) -> list[str]:

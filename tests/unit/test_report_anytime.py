@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -46,3 +48,16 @@ def test_frameworks_without_a_curve_are_listed_with_their_reason_even_when_none_
     lines = "\n".join(anytime.section(jobs, _markdown))
     assert "## Anytime (score over time)" in lines and "Fit seconds until" not in lines
     assert "hgb (the framework exposes no record of its search's progress), rf." in lines
+
+
+def test_a_figure_per_dataset_draws_each_job_s_curve(tmp_path: Path) -> None:
+    curves = pd.DataFrame([
+        {"dataset": "d/1", "framework": "flaml", "fold": 0, "seed": 0, "elapsed_s": 1.0, "result": 0.7},
+        {"dataset": "d/1", "framework": "flaml", "fold": 0, "seed": 0, "elapsed_s": 4.0, "result": 0.9},
+        {"dataset": "d/1", "framework": "autogluon", "fold": 1, "seed": 0, "elapsed_s": 2.0, "result": 0.8},
+        {"dataset": "e", "framework": "cnn", "fold": 0, "seed": 0, "elapsed_s": 3.0, "result": 0.5},
+    ])
+    drawn = anytime.figures(curves, tmp_path)
+    assert [path.name for path in drawn] == ["anytime_d_1.png", "anytime_e.png"]
+    assert all(path.stat().st_size > 1000 for path in drawn)
+    assert anytime.figures(None, tmp_path) == [] and anytime.figures(pd.DataFrame(), tmp_path) == []
