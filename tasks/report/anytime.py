@@ -56,7 +56,8 @@ def curves_figure(curves: pd.DataFrame, dataset: str, path: Path) -> Path:
     frameworks = sorted(rows["framework"].astype(str).unique())
     colors = _colors(frameworks)
     figure, axes = plt.subplots(figsize=(7.5, 4.5))
-    for (framework, _fold, _seed), job in rows.groupby(["framework", "fold", "seed"], sort=True, dropna=False):
+    jobs = rows.groupby(["framework", "fold", "seed"], sort=True, dropna=False)
+    for (framework, _fold, _seed), job in jobs:
         job = job.sort_values("elapsed_s")
         axes.step(job["elapsed_s"], job[RESULT], where="post", color=colors[str(framework)], alpha=0.8,
                   marker="o", markersize=3)
