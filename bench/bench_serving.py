@@ -115,6 +115,10 @@ def _row(job_dir: Path) -> dict[str, Any]:
         "placement": serving.get("info", {}).get("load_placement", ""),
         "open_loop": serving.get("info", {}).get("open_loop", "locust"),
         "loadgen": loadgen,
+        # The Locust-only search: its highest arrival rate within the SLO (pctl is LoadGen's own).
+        "open_steps": [step for step in steps if step["mode"] == "open"],
+        "locust_best": max((step for step in steps if step["mode"] == "open" and step.get("within_slo")),
+                           key=lambda step: step["target_rate"], default={}),
     }
 
 
@@ -146,15 +150,22 @@ def main() -> None:
     print("dataset          framework   open_loop  maxQPS   p99_ms  pctl_ms  queries  step_s  server_cpu%  "
           "verdicts (qps:verdict)")
     for row in rows:
-        best = row["loadgen"].get("best") or {}
+        best = row["loadgen"].get("best") or row["locust_best"]
         verdicts = " ".join(f"{step['target_qps']:.4g}:{'ok' if step['within_slo'] else step['validity']}"
                             for step in row["loadgen"].get("steps", []))
+        verdicts = verdicts or " ".join(f"{step['target_rate']:.4g}:{'ok' if step['within_slo'] else 'over'}"
+                                        for step in row["open_steps"])
         qps = row["max_qps"] if row["max_qps"] is not None else float("nan")
         nan = float("nan")
         print(f"{row['dataset']:<16} {row['framework']:<11} {row['open_loop']:<9} {qps:7.1f}  "
               f"{best.get('p99_ms', nan):7.1f}  {best.get('percentile_latency_ms', nan):7.1f}  "
-              f"{best.get('queries', 0):7d}  {best.get('duration_s', float('nan')):6.1f}  "
-              f"{best.get('server_cpu_percent', float('nan')):11.0f}  {verdicts}")
+              f"{best.get('queries', best.get('requests', 0)):7d}  {best.get('duration_s', nan):6.1f}  "
+              f"{best.get('server_cpu_percent', nan):11.0f}  {verdicts}")
+    unpaired = sorted({(row["dataset"], row["framework"]) for row in rows if row["open_loop"] != "locust"}
+                      - {(row["dataset"], row["framework"]) for row in rows if row["open_loop"] == "locust"})
+    for dataset, framework in unpaired:
+        print(f"  {dataset} x {framework}: no Locust-only search on this model in these folders (unset "
+              "BENCH_SERVING_RUNS, or point it at an empty folder, to serve each model both ways)")
 
     print("\nstage overhead (s): wall - counted load = overhead (start-up, pyfunc build apart)")
     overheads = []

@@ -47,7 +47,9 @@ def series(candidates: list[AnytimeCandidate], fit_s: float, X_test: pd.DataFram
     """elapsed_s, model (the one the framework would have returned then), result, validation.
 
     One row each time the pick changes, and a last row at `fit_s` with the model the job returned.
-    Scoring stops after `max_s` seconds (a leaderboard of hundreds of models); the rows so far stand.
+    Scoring stops after `max_s` seconds (a leaderboard of hundreds of models), or before a candidate
+    whose model would cost more than the time left (`cost_s`, a refit); the rows so far stand.
+    `source` says how each point's model was had (kept by the framework, refitted from its log).
     """
     ordered = sorted(candidates, key=lambda candidate: candidate.ready_s)
     final = next((candidate for candidate in ordered if candidate.final), None)
@@ -60,19 +62,21 @@ def series(candidates: list[AnytimeCandidate], fit_s: float, X_test: pd.DataFram
             continue
         if best is not None and best.validation is not None and candidate.validation <= best.validation:
             continue
-        if time.monotonic() - started > max_s:
+        if time.monotonic() - started + candidate.cost_s > max_s:
             break
         best = candidate
         scored[candidate.name] = candidate_result(candidate, X_test, y_test, problem_type, metric, classes)
         rows.append({"elapsed_s": candidate.ready_s, "model": candidate.name,
-                     RESULT: scored[candidate.name], "validation": candidate.validation})
+                     RESULT: scored[candidate.name], "validation": candidate.validation,
+                     "source": candidate.source})
     if final is not None:
         result = scored.get(final.name)
         if result is None:
             result = candidate_result(final, X_test, y_test, problem_type, metric, classes)
         rows.append({"elapsed_s": max(fit_s, final.ready_s), "model": final.name, RESULT: result,
-                     "validation": final.validation if final.validation is not None else math.nan})
-    return pd.DataFrame(rows, columns=["elapsed_s", "model", RESULT, "validation"])
+                     "validation": final.validation if final.validation is not None else math.nan,
+                     "source": final.source})
+    return pd.DataFrame(rows, columns=["elapsed_s", "model", RESULT, "validation", "source"])
 
 
 def time_to_share(curve: pd.DataFrame) -> dict[str, float]:

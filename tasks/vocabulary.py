@@ -155,6 +155,8 @@ JOB_TAGS: dict[str, str] = {
     "energy_source": "where energy_fit_j came from: nvml_counter, nvml_power, rapl (joined by + when "
                      "several), or none",
     "energy_reason": "why an energy source is missing (no RAPL files, no GPU, NVML unusable)",
+    "anytime_reason": "why the job has no anytime curve: what its framework's model says it does not "
+                      "expose, or the candidate that could not be scored",
     # Jobs of a suite's `scaling:` block only (docs/suites.md#scaling).
     "scaling_work": "fixed (the framework's params fix its work: the Scaling section compares fit_s), "
                     "cut_short (fixed work the budget's time stopped: fit_s not comparable) or fills_time "

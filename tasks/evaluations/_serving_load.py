@@ -245,6 +245,10 @@ def main(argv: list[str]) -> int:
         live["step"] = step
         spawn(users)
         environment.stats.reset_all()
+        if server is not None:  # the step's own peak and CPU, as in the closed loop
+            server.peak_rss_mb = 0.0
+            server.sample()
+        cpu_start = server.cpu_s if server is not None else 0.0
         step.t0 = time.perf_counter() + 0.05
         step.measuring = True
         window_s = (step.arrivals[-1] if step.arrivals else 0.0) + drain_s
@@ -264,6 +268,10 @@ def main(argv: list[str]) -> int:
         _percentiles(record, step.latencies_ms)
         record.within_slo = record.failures == 0 and bool(step.latencies_ms) and (
             record.p99_ms <= plan["slo_ms"])
+        if server is not None:
+            server.sample()
+            record.server_cpu_percent = 100 * (server.cpu_s - cpu_start) / elapsed
+            record.server_peak_rss_mb = server.peak_rss_mb or math.nan
         return record
 
     slo_s = float(plan["slo_ms"]) / 1000

@@ -93,6 +93,12 @@ class AnytimeCandidate:
     predict_proba: Callable[[pd.DataFrame], pd.DataFrame] | None  # classification
     final: bool = False
     timing: str = ""  # how ready_s was derived, in words
+    # How its model was had, in words ("kept by the search", "refitted from the search log"): a
+    # framework that keeps no earlier model says so here, per point.
+    source: str = ""
+    # Seconds its first predict costs beyond predicting (a refit from the search's log): the
+    # harness stops scoring the curve rather than run past its time for it.
+    cost_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ well the device is fed, which the per-epoch series shows: train and validation l
 and the share of the epoch spent waiting for the next batch. On a granted GPU it trains with mixed
 precision (bf16 where the device has it, else fp16 with a gradient scaler); on CPU with torch held
 to the budget's cores. Training stops when the budget's time is spent (keeping time to validate
-and save), and the weights with the best validation loss are kept.
+and save), and the weights with the best validation loss are kept. Each epoch that improves on that
+best writes its weights to the work folder: the score-over-time curve's candidates
+(tasks/frameworks/_checkpoints.py), scored by the harness on the test fold.
 
 Sized to the input: a ResNet's stem takes the image's own channels, and on small images (MNIST's
 28x28, digits' 8x8) its 7x7 stride-2 convolution becomes a 3x3 stride-1 one (the ResNet paper's
@@ -27,9 +29,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks._checkpoints import Checkpoint, ImprovementCheckpoints
+from tasks.frameworks._checkpoints import candidates as checkpoint_candidates
 from tasks.frameworks._torchvision import import_torchvision
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
-from tasks.frameworks.capabilities import TorchNetwork
+from tasks.frameworks.capabilities import AnytimeCandidate, TorchNetwork
 from tasks.images.codec import decode
 from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
@@ -128,12 +132,19 @@ def build_network(
 
 class CNNModel(FittedModel):
     def __init__(self, network: Any, settings: dict[str, Any], task: TaskInfo, device: str = "cpu",
-                 history: dict[str, Any] | None = None) -> None:
+                 history: dict[str, Any] | None = None, checkpoints: list[Checkpoint] | None = None) -> None:
         self.network = network
         self.settings = settings  # column, architecture, channels, input_channels, height, width, labels
         self.task = task
         self.device = device
         self.history = history or {}
+        self.checkpoints = checkpoints or []  # the weights at each improving epoch (only after a fit)
+
+    def anytime_candidates(self) -> list[AnytimeCandidate]:
+        """The weights of each epoch that improved the validation loss, then the returned model."""
+        return checkpoint_candidates(
+            self.checkpoints, self.network, self.device,
+            lambda network: CNNModel(network, self.settings, self.task, self.device), self, True)
 
     def pixels(self, X: pd.DataFrame) -> np.ndarray:
         """The network's input for a frame: float32 pixels in 0..1, rows x channels x height x width."""
@@ -269,10 +280,14 @@ class CNNAdapter(FrameworkAdapter):
         }
         train_rows, valid_rows = _validation_split(targets, settings, seed)
         deadline = started + budget.time_s * (1.0 - float(settings["save_reserve_share"]))
+        checkpoints = ImprovementCheckpoints(workdir, started)
         history = _train(network, EncodedImages(images, targets, input_channels), train_rows, valid_rows,
-                         hyper, settings, device=device, deadline=deadline, seed=seed, cores=budget.cores)
-        history.update(device=device, architecture=model_settings["architecture"])
-        return CNNModel(network, model_settings, task, device=device, history=history)
+                         hyper, settings, device=device, deadline=deadline, seed=seed, cores=budget.cores,
+                         checkpoints=checkpoints)
+        history.update(device=device, architecture=model_settings["architecture"],
+                       anytime_checkpoint_s=round(checkpoints.saving_s, 3))
+        return CNNModel(network, model_settings, task, device=device, history=history,
+                        checkpoints=checkpoints.points)
 
     def load(self, model_dir: Path, task: TaskInfo) -> CNNModel:
         import torch
@@ -316,8 +331,10 @@ def _train(
     deadline: float,
     seed: int,
     cores: int,
+    checkpoints: ImprovementCheckpoints | None = None,
 ) -> dict[str, Any]:
-    """Epochs over a DataLoader until the epochs, the step cap or the budget's time run out."""
+    """Epochs over a DataLoader until the epochs, the step cap or the budget's time run out; the
+    weights of each improving epoch go to `checkpoints`."""
     import torch
     from torch.utils.data import DataLoader, Subset
 
@@ -420,6 +437,8 @@ def _train(
         if not current >= best_loss:  # NaN (no validation split): keep the latest weights
             best_loss, best_epoch = current, epoch
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in network.state_dict().items()}
+            if checkpoints is not None:
+                checkpoints.keep(best_state, f"epoch {epoch}", current)
         if stopped_by is not None:
             break
     del loader  # its worker processes end with it

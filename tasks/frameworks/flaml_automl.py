@@ -1,9 +1,25 @@
-"""FLAML AutoML: a cost-frugal search over LightGBM, XGBoost, forests and more."""
+"""FLAML AutoML: a cost-frugal search over LightGBM, XGBoost, forests and more.
+
+Score over time: FLAML writes each improvement of its best to its search log (``log_file_name``;
+read with FLAML's own ``training_log_reader``): when, by which learner and config, on how many rows,
+at which validation loss. It keeps no trained model of those earlier trials unless a suite sets
+``model_history: true`` (FLAML warns that it costs memory and time), and then only each learner's
+last best, trained as in the search. A point's model is the one FLAML would have returned had its
+search stopped there: the logged config refitted with FLAML's ``retrain_from_log`` on every row, as
+FLAML retrains its pick (``retrain_full``, on by default here); with ``retrain_full: false`` FLAML
+returns the search's own model, so a kept one serves as it is and the others are refitted on the
+search's rows (``train_full=False``, the same split and sample: the trial's model again for
+deterministic learners). Each point of anytime.csv says which in its ``source`` column.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import logging
+import math
 import pickle
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +31,7 @@ from tasks.frameworks._sampling import PARAM as ROWS_PARAM
 from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, NoModelTrained, TaskInfo, split_params
-from tasks.frameworks.capabilities import NotOffered, OnnxGraph, TreeEnsemble, not_offered
+from tasks.frameworks.capabilities import AnytimeCandidate, NotOffered, OnnxGraph, TreeEnsemble, not_offered
 from tasks.metric_registry import FLAML, framework_name
 from tasks.specs import Budget
 
@@ -39,15 +55,35 @@ CELLS_PER_CORE_MINUTE = 10_000_000
 # in-memory size of the rows it is given (its transformer and holdout split copy them).
 PEAK_MEMORY_PER_DATA = 6
 ROW_CAP = RowCap("flaml", CELLS_PER_CORE_MINUTE, PEAK_MEMORY_PER_DATA)
+SEARCH_LOG = "flaml.log"  # in the job's work folder: FLAML's record of each improvement of its best
+# The fit options a refit from the log repeats, so FLAML splits and samples the rows as it did.
+REFIT_OPTIONS = ("task", "time_budget", "eval_method", "split_ratio", "n_splits", "split_type", "n_jobs")
+REFITTED = "refitted from FLAML's log on every row, as FLAML retrains its pick (retrain_from_log, train_full)"
+REFITTED_SEARCH_ROWS = "refitted from FLAML's log on the search's rows (retrain_from_log, not train_full)"
+KEPT = "kept by FLAML (model_history): the learner's best model of the search"
+TIMING = "FLAML's wall_clock_time of the logged trial, plus the adapter's seconds before FLAML's fit began"
+
+
+@dataclass(frozen=True)
+class FlamlSearch:
+    """What a fitted model needs to give its search's progress: FLAML's log, the rows and options
+    FLAML was fitted with (a refit repeats them), and when FLAML's clock began in the adapter's fit."""
+
+    log: Path | None
+    X: pd.DataFrame  # as FLAML was given them
+    y: pd.Series
+    options: dict[str, Any]
+    started_s: float
 
 
 class FlamlModel(FittedModel):
     def __init__(self, automl: Any, schema: FeatureSchema, task: TaskInfo,
-                 sampled: Sampled | None = None) -> None:
+                 sampled: Sampled | None = None, search: FlamlSearch | None = None) -> None:
         self.automl = automl
         self.schema = schema
         self.task = task
         self.sampled = sampled  # when fitted on a sample
+        self.search = search  # only on a model just fitted (a loaded one has no search)
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         return np.asarray(self.automl.predict(self.schema.apply(X)))
@@ -58,11 +94,85 @@ class FlamlModel(FittedModel):
         matrix = self.automl.predict_proba(self.schema.apply(X))
         return proba_frame(np.asarray(matrix), list(self.automl.classes_), self.task)
 
+    def anytime_candidates(self) -> list[AnytimeCandidate]:
+        """One candidate per logged improvement of FLAML's best, then the model the job returned."""
+        from flaml.automl.training_log import training_log_reader
+
+        search = self.search
+        if search is None:
+            raise NotOffered("a FLAML model loaded from its folder has no search log; the curve is "
+                             "recorded when the job fits it")
+        if search.log is None or not search.log.is_file():
+            raise NotOffered("FLAML wrote no search log (its `log_file_name` was set empty), so its "
+                             "progress is unknown")
+        with training_log_reader(str(search.log)) as reader:
+            records = [record for record in reader.records() if math.isfinite(record.validation_loss)]
+        if not records:
+            raise NotOffered("FLAML's search log holds no trial with a validation score")
+        classification = self.task.is_classification
+        # FLAML retrains its pick on every row unless told not to ("budget": when time allows, which
+        # it does at any earlier stop); without that it returns the search's own model.
+        retrains = search.options.get("retrain_full", True) is not False
+        live: dict[str, _Refit] = {}  # the one refit held at a time (each holds FLAML's data copies)
+        candidates = []
+        for record in records:
+            kept = None if retrains else self._kept_model(record)
+            if kept is not None:
+                predict, proba, source, cost_s = (lambda X, m=kept: self._kept_predict(m, X),
+                                                  lambda X, m=kept: self._kept_proba(m, X), KEPT, 0.0)
+            else:
+                refit = _Refit(self, record.record_id, train_full=retrains, live=live)
+                predict, proba = refit.predict, refit.predict_proba
+                source = REFITTED if retrains else REFITTED_SEARCH_ROWS
+                cost_s = record.trial_time
+            candidates.append(AnytimeCandidate(
+                name=f"{record.learner}#{record.record_id}",
+                ready_s=search.started_s + record.wall_clock_time,
+                validation=-float(record.validation_loss), predict=predict,
+                predict_proba=proba if classification else None, timing=TIMING, source=source,
+                cost_s=float(cost_s)))
+        last = max(records, key=lambda record: record.wall_clock_time)
+        candidates.append(AnytimeCandidate(
+            name=f"{self.automl.best_estimator} (returned)", ready_s=search.started_s + last.wall_clock_time,
+            validation=-float(self.automl.best_loss), predict=self.predict,
+            predict_proba=self.predict_proba if classification else None, final=True, timing=TIMING,
+            source="the job's model (FLAML's best config, retrained as its retrain_full says)"))
+        return candidates
+
+    def _kept_model(self, record: Any) -> Any | None:
+        """The trained model FLAML kept for this logged trial, or None. FLAML keeps one per learner
+        (its best) and only with model_history; for the best learner it keeps the final refit instead."""
+        automl = self.automl
+        if record.learner == automl.best_estimator:
+            return None
+        config = {k: v for k, v in (record.config or {}).items() if k not in ("learner", "_choice_")}
+        if (automl.best_config_per_estimator.get(record.learner) != config
+                or automl.best_loss_per_estimator.get(record.learner) != record.validation_loss):
+            return None
+        estimator = automl.best_model_for_estimator(record.learner)
+        # Without model_history FLAML returns the learner untrained (its model cleaned up).
+        return estimator if getattr(estimator, "model", None) is not None else None
+
+    def _task_input(self, X: pd.DataFrame) -> Any:
+        """X as FLAML's learners read it (its AutoML.predict does the same before the estimator)."""
+        return self.automl._state.task.preprocess(self.schema.apply(X), self.automl._transformer)
+
+    def _kept_predict(self, estimator: Any, X: pd.DataFrame) -> np.ndarray:
+        automl = self.automl
+        raw = np.asarray(estimator.predict(self._task_input(X)))
+        if automl._label_transformer:  # FLAML's AutoML.predict does the same
+            return np.asarray(automl._label_transformer.inverse_transform(pd.Series(raw.astype(int))))
+        return raw
+
+    def _kept_proba(self, estimator: Any, X: pd.DataFrame) -> pd.DataFrame:
+        automl = self.automl
+        matrix = estimator.predict_proba(self._task_input(X))
+        return proba_frame(np.asarray(matrix), list(automl.classes_), self.task)
+
     def _prepare(self, X: pd.DataFrame) -> Any:
         """X as FLAML's final estimator reads it: FLAML keeps its preprocessing on its wrappers."""
         automl = self.automl
-        prepared = automl._state.task.preprocess(self.schema.apply(X), automl._transformer)
-        return automl._trained_estimator._preprocess(prepared)
+        return automl._trained_estimator._preprocess(self._task_input(X))
 
     def tree_ensemble(self) -> TreeEnsemble:
         best = self.automl.best_estimator
@@ -133,6 +243,49 @@ class FlamlModel(FittedModel):
         return recorded
 
 
+class _Refit:
+    """A logged trial of the search, refitted with FLAML's retrain_from_log on first use. The harness
+    scores candidates one after another, so a refit lets go of the one before it (`live`)."""
+
+    def __init__(self, model: FlamlModel, record_id: int, train_full: bool, live: dict[str, _Refit]) -> None:
+        self.model = model
+        self.record_id = record_id
+        self.train_full = train_full
+        self.live = live
+        self.automl: Any = None
+
+    def _fitted(self) -> Any:
+        previous = self.live.get("refit")
+        if previous is not None and previous is not self:
+            previous.automl = None
+        self.live["refit"] = self
+        if self.automl is None:
+            from flaml import AutoML
+
+            search = self.model.search
+            assert search is not None and search.log is not None  # noqa: S101 - built only with one
+            options = {name: search.options[name] for name in REFIT_OPTIONS if name in search.options}
+            automl = AutoML(seed=search.options.get("seed"))
+            flaml_logger = logging.getLogger("flaml.automl.logger")
+            level = flaml_logger.level
+            flaml_logger.setLevel(logging.WARNING)  # retrain_from_log says each step at INFO
+            try:
+                automl.retrain_from_log(str(search.log), search.X, search.y, record_id=self.record_id,
+                                        train_full=self.train_full, **options)
+            finally:
+                flaml_logger.setLevel(level)
+            self.automl = automl
+        return self.automl
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self._fitted().predict(self.model.schema.apply(X)))
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        automl = self._fitted()
+        matrix = automl.predict_proba(self.model.schema.apply(X))
+        return proba_frame(np.asarray(matrix), list(automl.classes_), self.model.task)
+
+
 class FlamlAdapter(FrameworkAdapter):
     name = "flaml"
     metric_names = FLAML  # the suite metric in its own names, from tasks/metric_registry.py
@@ -167,6 +320,7 @@ class FlamlAdapter(FrameworkAdapter):
     ) -> FlamlModel:
         from flaml import AutoML
 
+        fit_started = time.perf_counter()
         adapter_params, fit_params = split_params(params)
         schema = FeatureSchema.learn(X, task)
         X, y, sampled = ROW_CAP.sample(X, y, budget, adapter_params, seed, stratify=task.is_classification)
@@ -181,13 +335,18 @@ class FlamlAdapter(FrameworkAdapter):
             # Refit the best config on all the data only if that fits in the budget.
             "retrain_full": "budget",
             "verbose": 0,
-            "log_file_name": str(workdir / "flaml.log"),
+            "log_file_name": str(workdir / SEARCH_LOG),
         }
-        automl.fit(X_train=schema.apply(X), y_train=y, **{**options, **fit_params})
+        options = {**options, **fit_params}
+        frame = schema.apply(X)
+        search_started_s = time.perf_counter() - fit_started
+        automl.fit(X_train=frame, y_train=y, **options)
         if automl.best_estimator is None or automl.model is None:
             # FLAML only warns ("No estimator is trained") and its predict then answers None.
             raise NoModelTrained(self.name, budget.time_s, len(X))
-        return FlamlModel(automl, schema, task, sampled)
+        log = Path(options["log_file_name"]) if options.get("log_file_name") else None
+        search = FlamlSearch(log, frame, y, options, search_started_s)
+        return FlamlModel(automl, schema, task, sampled, search)
 
     def load(self, model_dir: Path, task: TaskInfo) -> FlamlModel:
         with open(model_dir / AUTOML_FILE, "rb") as handle:

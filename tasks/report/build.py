@@ -80,13 +80,15 @@ def build_report(
     explanations: ExplanationInputs | None = None,
     forecasts: pd.DataFrame | None = None,
     reference: tuple[str, pd.DataFrame] | None = None,
+    anytime_curves: pd.DataFrame | None = None,
 ) -> Report:
     """Compute every table and figure from job runs and write them under `folder`.
 
     `reference`: (its file name, a published AMLB results.csv) to set this run beside.
 
     `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves);
-    `forecasts`: forecasting jobs' predictions (for the forecast figures).
+    `forecasts`: forecasting jobs' predictions (for the forecast figures);
+    `anytime_curves`: the jobs' anytime.csv, stacked (for the score-over-time figures).
     """
     if runs.empty:
         raise UserError(f"no job runs to report on for {title}; check the suite name, run id or filter.")
@@ -185,7 +187,7 @@ def build_report(
     serving_lines += energy.section(table, folder, _table) + anytime.section(table, _table)
     scaling_lines, scaling_figures = scaling.section(table, folder, _table)
     serving_lines += scaling_lines
-    figures += serving_figures
+    figures += serving_figures + anytime.figures(anytime_curves, folder)
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
     image_lines, image_figures = images.section(table, folder, _table)
     serving_lines = forecast_lines + image_lines + serving_lines
@@ -396,11 +398,12 @@ def report_execution(
     title = f"{suite}, execution {execution_id}"
     cases = read.evaluation_tables(runs, "robustness", "cases.csv", uri=uri)
     forecasts = read.forecast_predictions(runs, uri=uri)
+    curves = read.anytime_curves(runs, uri=uri)
     folder = folder or default_folder(f"{suite}-{execution_id[:8]}")
     with tempfile.TemporaryDirectory() as downloads:
         explanations = load_explanations(runs, Path(downloads), uri=uri) if not runs.empty else None
         report = build_report(runs, folder, title=title, robustness_cases=cases, explanations=explanations,
-                              forecasts=forecasts, **options)  # type: ignore[arg-type]
+                              forecasts=forecasts, anytime_curves=curves, **options)  # type: ignore[arg-type]
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
     return report

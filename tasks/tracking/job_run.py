@@ -188,6 +188,9 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
     if energy.get("reason"):
         tags["energy_reason"] = str(energy["reason"])[-MAX_TAG_CHARS:]
     tags.update(scaling_record(job, result.info)[1])
+    anytime = result.info.get("anytime") or {}
+    if anytime.get("reason"):  # the report lists the frameworks without a curve with this
+        tags["anytime_reason"] = str(anytime["reason"])[-MAX_TAG_CHARS:]
     for name, outcome in sorted(result.evaluations.items()):
         tags[f"evaluation.{name}"] = str(outcome.get("status", ""))
         if outcome.get("reason"):

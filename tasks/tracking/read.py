@@ -22,6 +22,7 @@ from mlflow.entities import Run, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from tasks.anytime import ANYTIME_FILE
 from tasks.errors import UserError
 from tasks.resources import SERIES_FILE
 from tasks.results import TRAINING_CURVE_FILE
@@ -270,6 +271,29 @@ def forecast_predictions(runs: pd.DataFrame, *, uri: str | None = None) -> pd.Da
                 path = mlflow_client.download_artifacts(row["run_id"], "predictions.csv", scratch)
                 table = pd.read_csv(path)
             except (MlflowException, OSError, pd.errors.EmptyDataError):
+                continue
+            for key in ("seed", "fold", "framework", "dataset"):
+                table.insert(0, key, row.get(key) if key in row else row.get(f"params.{key}"))
+            tables.append(table)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def anytime_curves(runs: pd.DataFrame, *, uri: str | None = None) -> pd.DataFrame:
+    """The anytime.csv of every finished job run that has a curve, stacked, with the run's dataset,
+    framework, fold and seed in front (the report's score-over-time figures); empty when none has."""
+    if runs.empty or "anytime_points" not in runs:
+        return pd.DataFrame()
+    status = runs["status"] if "status" in runs else pd.Series("", index=runs.index)
+    chosen = runs[(status == "ok") & pd.to_numeric(runs["anytime_points"], errors="coerce").notna()]
+    tables = []
+    mlflow_client = client(uri)
+    with tempfile.TemporaryDirectory() as scratch, _no_progress_bars():
+        for row in chosen.to_dict("records"):
+            try:
+                target = f"{scratch}/{row['run_id']}"
+                path = mlflow_client.download_artifacts(row["run_id"], ANYTIME_FILE, target)
+                table = pd.read_csv(path)
+            except (MlflowException, OSError, pd.errors.EmptyDataError, pd.errors.ParserError):
                 continue
             for key in ("seed", "fold", "framework", "dataset"):
                 table.insert(0, key, row.get(key) if key in row else row.get(f"params.{key}"))

@@ -127,6 +127,8 @@ def test_open_loop_search_finds_the_capacity_of_a_known_server(project: dict[str
     assert len(open_steps) == 5
     for step in open_steps:
         assert step["within_slo"] == (step["failures"] == 0 and step["p99_ms"] <= 400)
+        # The server's own CPU and peak RSS in each open step too, beside LoadGen's (bench_serving).
+        assert step["server_cpu_percent"] >= 0 and step["server_peak_rss_mb"] > 0
         if step["target_rate"] > found:
             assert not step["within_slo"]  # the answer is the highest rate held
     assert any(step["target_rate"] == pytest.approx(found) and step["within_slo"] for step in open_steps)

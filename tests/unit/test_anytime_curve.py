@@ -40,3 +40,22 @@ def test_a_flat_curve_reaches_its_share_at_the_first_point() -> None:
     curve = pd.DataFrame({"elapsed_s": [2.0, 9.0], "model": ["m", "m"], RESULT: [0.8, 0.8]})
     assert time_to_share(curve) == {"anytime_t95_s": 2.0, "anytime_t99_s": 2.0}
     assert time_to_share(curve.iloc[0:0]) == {}
+
+
+def test_scoring_stops_before_a_candidate_whose_refit_would_overrun_and_ends_at_the_returned_model() -> None:
+    asked: list[str] = []
+
+    def candidate(name: str, ready_s: float, validation: float, cost_s: float,
+                  final: bool = False) -> AnytimeCandidate:
+        def predict(X_: pd.DataFrame) -> np.ndarray:
+            asked.append(name)
+            return X_["x"].to_numpy() + ready_s
+        return AnytimeCandidate(name, ready_s, validation, predict, None, final, source=f"from {name}",
+                                cost_s=cost_s)
+
+    candidates = [candidate("cheap", 1.0, 0.1, 0.0), candidate("slow refit", 2.0, 0.5, 100.0),
+                  candidate("returned", 3.0, 0.9, 0.0, final=True)]
+    curve = series(candidates, 5.0, X, Y, "regression", "rmse", [], max_s=10.0)
+    assert list(curve["model"]) == ["cheap", "returned"] and "slow refit" not in asked
+    assert list(curve["elapsed_s"]) == [1.0, 5.0]
+    assert list(curve["source"]) == ["from cheap", "from returned"]

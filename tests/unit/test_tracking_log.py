@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 from run_support.job_folders import finished_job_folder, make_job, write_job_folder
 
+from tasks.anytime import ANYTIME_FILE
 from tasks.plan import Job
 from tasks.results import PREDICTIONS_FILE, JobResult
-from tasks.tracking import store
+from tasks.tracking import read, store
 from tasks.tracking.execution import (
     Execution,
     execution_selection,
@@ -26,7 +27,7 @@ from tasks.tracking.execution import (
     open_execution,
     start_execution,
 )
-from tasks.tracking.job_folder import pending_job_dirs, waiting_reason, write_pending
+from tasks.tracking.job_folder import mark_result_final, pending_job_dirs, waiting_reason, write_pending
 from tasks.tracking.job_run import PYFUNC_NAME, LoggedJob, log_job_dir, sync_pending
 from tasks.tracking.recorded import (
     RecordedJob,
@@ -77,7 +78,9 @@ def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: 
 
     run = store.client().get_run(logged.run_id)
     assert run.data.tags["mlflow.parentRunId"] == execution.execution_id
-    assert set(JOB_TAGS) - {"error"} - SCALING_JOB_TAGS <= set(run.data.tags)
+    # error, anytime_reason and energy_reason: only when there is one
+    optional = {"error", "anytime_reason", "energy_reason"} | SCALING_JOB_TAGS
+    assert set(JOB_TAGS) - optional <= set(run.data.tags)
     assert run.data.tags["status"] == "ok" and run.data.tags["team"] == "ml"
     assert set(run.data.metrics) == set(SCORE_METRICS["binary"]) | {"result", "fit_s", "predict_s",
                                                                     "peak_rss_mb", "models_count"}
@@ -273,3 +276,31 @@ def test_a_jobs_series_are_logged_as_artifacts_and_step_metrics_and_read_back(ho
     assert run_id == logged.run_id
     pd.testing.assert_frame_equal(series[SERIES_FILE], samples)
     assert series[TRAINING_CURVE_FILE]["validation_loss"].tolist() == [0.9, 0.7, 0.6]
+
+
+def test_a_job_s_anytime_curve_reaches_the_report_and_a_job_without_one_says_why(home: Path) -> None:
+    """anytime.csv is an artifact the report reads back (read.anytime_curves); a job whose model
+    exposes no search record carries the reason as the anytime_reason tag."""
+    execution = start_execution("unit", team="ml", selection={"folds": 2}, budget="test")
+    reason = "the framework exposes no record of its search's progress"
+    for fold, anytime in ((0, {"offered": True, "candidates": 2}), (1, {"offered": False, "reason": reason})):
+        job = make_job(fold)
+        job_dir = home / "runs" / job.key
+        write_pending(job_dir, execution, job, problem_type="binary", metric="auc")
+        result = write_job_folder(job_dir, job)
+        result.info["anytime"] = anytime
+        if anytime["offered"]:
+            result.costs.update(anytime_points=2.0, anytime_t95_s=0.004, anytime_t99_s=0.004)
+            pd.DataFrame({"elapsed_s": [0.004, 0.01], "model": ["m", "m"], "result": [0.5, 0.5],
+                          "validation": [0.1, 0.1], "source": ["s", "s"]}).to_csv(job_dir / ANYTIME_FILE,
+                                                                                index=False)
+        result.save(job_dir)
+        mark_result_final(job_dir)
+        log_job_dir(job_dir)
+
+    runs = read.job_runs(execution_id=execution.execution_id)
+    by_fold = {int(row["fold"]): row for row in runs.to_dict("records")}
+    assert by_fold[1]["anytime_reason"] == reason and by_fold[0]["anytime_reason"] == ""
+    curves = read.anytime_curves(runs)
+    assert list(curves["fold"].astype(int)) == [0, 0] and list(curves["elapsed_s"]) == [0.004, 0.01]
+    assert set(curves["framework"]) == {"constant"}
