@@ -411,10 +411,11 @@ def plan(
     folds = int(pd.to_numeric(base_runs["fold"]).max()) + 1
     per_mix = len(base["data_version"]) * len(base["params"]) * len(seeds) * folds
     if len(to_run) * per_mix > max_jobs:
+        not_run = ", ".join(mix_label(mix, factors) for mix in to_run)
         raise UserError(
             f"the attribution of {', '.join(factors)} needs {len(to_run)} mixes x {per_mix} jobs = "
-            f"{len(to_run) * per_mix} jobs, more than --max-jobs {max_jobs}; raise --max-jobs "
-            "or lower --max-factors."
+            f"{len(to_run) * per_mix} jobs, more than --max-jobs {max_jobs} (attribution.max_jobs in "
+            f"the suite), so none was run (not run: {not_run}); raise the cap or lower --max-factors."
         )
     return {
         "suite": str(cand_exec.get("suite")),
