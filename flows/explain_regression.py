@@ -572,8 +572,8 @@ def _bisect(
     """The releases between the two framework versions, bisected on `result` with the other factors
     held where the Shapley step measured the version's own effect; bounded by the job cap."""
     main = attribution.main(RESULT)
-    if main is None or main.factor != "framework_version":
-        return None, [], ""
+    if main is None or main.factor != "framework_version" or main.value == 0:
+        return None, [], ""  # the version is not the culprit (or changed nothing): nothing to bisect
     found = _version_range(planned)
     if found is None:
         return None, [], ""
