@@ -79,9 +79,13 @@ class Installs:
             return self.refused[key]
         try:
             environment = environment_of(framework, version)
-            if environment.state().status != "installed":
-                progress(f"{key} is not installed: installing it into {environment.folder} first ...")
-            self.seconds[key] = environment_install.install(environment, progress)
+            state = environment.state()
+            if state.status == "installed":
+                self.seconds[key] = 0.0
+                return None
+            progress(f"{key} is {state.status}: installing it into {environment.folder} first ...")
+            # A broken one (an install that stopped half way) is made again from scratch.
+            self.seconds[key] = environment_install.install(environment, progress, reinstall=True)
             environment.require_usable(probe=False)
         except UserError as exc:
             self.refused[key] = str(exc)

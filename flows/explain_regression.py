@@ -343,7 +343,8 @@ def plan(
 
     A host kind that is not available here is such a bad input for the command
     (`refuse_unavailable_host`); the nightly reports it as a factor not varied instead. Framework
-    versions not installed are installed here (into `installs`), after every refusal."""
+    versions not installed are installed here (into `installs`), after the refusals of the inputs
+    themselves and before the job cap is checked (the cap counts mixes of runnable factors only)."""
     installs = installs if installs is not None else Installs()
     if max_jobs < 1:
         raise UserError(
