@@ -464,6 +464,8 @@ class _Runner:
             values["data_version"],
             paths.project_root(),
         )
+        # Created from the project (not the scratch home), so its artifacts go to the project's store.
+        store.experiment_id(suite_name)
         commit = values["code"] if "code" in planned["factors"] else ""
         code = self.code_at(commit) if commit and commit != planned["head"] else None
         needed = {
@@ -514,8 +516,6 @@ def explain(
         mix_runs[mix] = side_runs
         mixes.append(MixRun(mix, mix_label(mix, factors), side_id, _run_link(side_id), 0, 0.0))
     folder = paths.runs_dir() / "attribution" / f"{cand_id[:12]}-{time.strftime('%Y%m%dT%H%M%S')}"
-    # Created from the project, so the experiment keeps its artifacts in the project's store.
-    store.experiment_id(planned["suite"] + ATTRIBUTION_SUFFIX)
     with commit_worktrees(paths.project_root(), folder) as code_at:
         runner = _Runner(planned, cand_id, folder, code_at)
         for mix in planned["to_run"]:
