@@ -146,3 +146,17 @@ def test_only_this_machines_host_kind_is_available() -> None:
     assert why is not None and why.startswith("host kind 'Imaginary CPU 9000 / none' is not available here")
     why = unavailable_host_kind(f"{cpu_model()} / NVIDIA Imaginary GPU")
     assert why is not None and "no NVIDIA Imaginary GPU" in why
+
+
+def test_the_bisected_range_is_one_frameworks_two_versions_the_main_environment_read_as_its_version() -> None:
+    # Inside: it imports Prefect, whose settings a test sets first (configure_embedded_prefect).
+    from flows.explain_regression import _version_range
+
+    def planned(old: dict[str, str], new: dict[str, str]) -> dict:
+        return {"base": {"framework_version": old}, "cand": {"framework_version": new}}
+
+    assert _version_range(planned({"hgb": "1.7.2"}, {"hgb": "=1.9.1"})) == ("hgb", "1.7.2", "1.9.1")
+    assert _version_range(planned({"hgb": "1.7.2", "rf": "=1.9.1"}, {"hgb": "1.8.0", "rf": "=1.9.1"})) == (
+        "hgb", "1.7.2", "1.8.0")
+    assert _version_range(planned({"hgb": "1.7.2", "rf": "1.7.2"}, {"hgb": "1.8.0", "rf": "1.8.0"})) is None
+    assert _version_range(planned({"hgb": "1.7.2"}, {"rf": "1.8.0"})) is None  # not one framework's range
