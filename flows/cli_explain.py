@@ -29,7 +29,9 @@ def explain_regression(
     as_json: bool = typer.Option(False, "--json", help="Print the shares as JSON."),
 ) -> None:
     """Re-run the regressed cells under every mix of the changed factors (data version, framework
-    version, params, budget) and split the change over them by Shapley values, with intervals."""
+    version, params, budget, project commit) and split the change over them by Shapley values, with
+    intervals; a framework version not installed is installed first; when the framework version is
+    the main factor, bisect the releases between its two versions."""
     started = time.perf_counter()
     out = paths.inside_project(out, "--out") if out is not None else None
     configure_embedded_prefect(verbose=verbose)
@@ -56,8 +58,10 @@ def explain_regression(
                 "seconds": time.perf_counter() - started,
                 "shares": explanation.attribution.table().to_dict("records"),
                 "mixes": [
-                    {"mix": m.label, "execution_id": m.execution_id, "url": m.url} for m in explanation.mixes
+                    {"mix": m.label, "execution_id": m.execution_id, "url": m.url, "install_s": m.install_s}
+                    for m in (*explanation.mixes, *explanation.bisection_runs)
                 ],
+                "bisection": explanation.bisection.sentence() if explanation.bisection else None,
             }
         )
         return

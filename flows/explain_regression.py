@@ -1,14 +1,18 @@
 """`automl-eval explain-regression BASE CAND`: name a regression's cause by running the experiments.
 
 The two executions' job runs say which factors differ (data version per dataset, framework version
-named in the suite, framework params, budget; project commit and host are named but cannot be
-re-run here). For the regressed cells only, every mix of the runnable factors' old and new values
+named in the suite, framework params, budget, project commit, host kind). For the regressed cells
+only, every mix of the runnable factors' old and new values
 (2^k, k <= max_factors; else one factor at a time) runs as a fresh execution of the suite
 `SUITE-attribution`, with the same folds and seeds, through the normal benchmark flow. Each mix
 runs in a scratch home under runs/attribution/ whose datasets/ holds the mix's data versions,
 restored from the workspace, the DVC cache or a local DVC remote; everything else (cards, budgets,
-the MLflow store, framework environments) is the project's own, linked. The arithmetic (Shapley
-shares with t-intervals) is tasks/report/counterfactuals.py.
+the MLflow store, framework environments) is the project's own, linked. A framework version not
+installed is installed first; an older commit runs from a git worktree; a host kind not available
+here is refused (flows/attribution_factors.py). When the framework version is the main factor and
+pip can install releases between its two versions, a bisection over them follows, within the job
+cap. The arithmetic (Shapley shares with t-intervals, the bisection) is
+tasks/report/counterfactuals.py.
 """
 
 from __future__ import annotations
@@ -27,15 +31,34 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from flows.attribution_factors import (
+    Installs,
+    checkout_commit,
+    commit_worktrees,
+    host_kind,
+    unavailable_host_kind,
+    why_commit_unrunnable,
+)
 from flows.benchmark import benchmark
 from tasks import paths
 from tasks.data.folds import folds_path
 from tasks.data.restore import find_version, restore_into
+from tasks.environment_install import releases_between
 from tasks.errors import UserError
-from tasks.frameworks.registry import find_environment
+from tasks.frameworks.registry import get_adapter
+from tasks.launch import LAUNCHER_ENV, WORKER_CODE_ENV
 from tasks.report import counterfactuals
 from tasks.report.compare import Comparison, compare
-from tasks.report.counterfactuals import ALL_MIXES, Attribution, Mix, mix_label, plan_mixes
+from tasks.report.counterfactuals import (
+    ALL_MIXES,
+    Attribution,
+    Bisection,
+    Mix,
+    bisect_releases,
+    mix_label,
+    plan_mixes,
+    unit_values,
+)
 from tasks.specs import load_budget, load_dataset_spec
 from tasks.tracking import read, store
 from tasks.vocabulary import RESULT
@@ -43,17 +66,12 @@ from tasks.vocabulary import RESULT
 DEFAULT_MAX_JOBS = 40
 DEFAULT_MAX_FACTORS = 4
 ATTRIBUTION_SUFFIX = "-attribution"  # the mixes' suite and MLflow experiment: SUITE-attribution
-RUNNABLE = ("data_version", "framework_version", "params", "budget")
-NOT_RUNNABLE = {  # factor -> the recorded column that names it, and why it is not re-run here
-    "code": (
-        "git_sha",
-        "an older commit's adapters would run in a git worktree of that commit, which "
-        "this command does not do yet",
-    ),
-    "hardware": ("host", "the other host kind is not available to this command"),
-}
+RUNNABLE = ("data_version", "framework_version", "params", "budget", "code")
+HARDWARE = "hardware"  # the host kind (CPU model / GPUs): only this machine's kind runs here
 ATTRIBUTION_OF_TAG = "attribution_of"
 ATTRIBUTION_MIX_TAG = "attribution_mix"
+INSTALL_TAG = "attribution_install_s"
+CODE_TAG = "attribution_code"
 MAIN_FACTOR_TAG = "attribution_main_factor"
 MAIN_ENV = "="  # a framework version recorded from the main environment (not named NAME@VERSION)
 # What the scratch home shares with the project by a link (the rest, datasets/ and runs/, is its own).
@@ -69,6 +87,8 @@ class MixRun:
     url: str
     jobs: int
     seconds: float
+    install_s: float = 0.0  # pip installing the framework versions this mix needed first
+    code: str = ""  # the commit whose adapters ran, when the project commit is a factor
 
 
 @dataclass
@@ -86,10 +106,12 @@ class Explanation:
     comparison: Comparison
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    bisection: Bisection | None = None
+    bisection_runs: list[MixRun] = field(default_factory=list)
 
     @property
     def jobs_run(self) -> int:
-        return sum(m.jobs for m in self.mixes)
+        return sum(m.jobs for m in (*self.mixes, *self.bisection_runs))
 
 
 # ---------------------------------------------------------------- what differs
@@ -130,8 +152,8 @@ def side_values(runs: pd.DataFrame) -> dict[str, Any]:
             for c in param_columns
             if group[c].notna().any()
         }
-    for factor, (column, _) in NOT_RUNNABLE.items():
-        values[factor] = _mode(runs[column]) if column in runs else ""
+    values["code"] = _mode(runs["git_sha"]) if "git_sha" in runs else ""
+    values[HARDWARE] = host_kind(runs)
     return values
 
 
@@ -159,8 +181,10 @@ def describe(factor: str, base: Any, cand: Any) -> str:
     return f"{factor}: {_short(base) or 'unset'} -> {_short(cand) or 'unset'}"
 
 
-def _why_unrunnable(factor: str, base: Any, cand: Any, root: Path) -> str | None:
-    """Why this runnable factor cannot be varied after all (a version not restorable...), or None."""
+def _why_unrunnable(factor: str, base: Any, cand: Any, root: Path, installs: Installs) -> str | None:
+    """Why this runnable factor cannot be varied after all (a data version not restorable, a
+    framework version pip cannot install, a commit whose schema moved), or None. A framework
+    version that is not installed is installed here, first."""
     if factor == "data_version":
         for dataset in sorted(set(base) | set(cand)):
             spec = load_dataset_spec(dataset)
@@ -176,10 +200,15 @@ def _why_unrunnable(factor: str, base: Any, cand: Any, root: Path) -> str | None
                 "name them NAME@VERSION in the suite so that each runs in its own environment"
             )
         for framework, version in named:
-            try:
-                find_environment(framework, version).require_usable(probe=False)
-            except UserError as exc:
-                return str(exc)
+            refused = installs.ensure(framework, version)
+            if refused:
+                return refused
+    if factor == "code":
+        head = checkout_commit(root)
+        for commit in (base, cand):
+            why = why_commit_unrunnable(root, commit, head)
+            if why:
+                return why
     if factor == "budget":
         for name in {base, cand}:
             try:
@@ -258,9 +287,20 @@ def _in_home(home: Path) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _run_mix(suite_name: str, home: Path, *, team: str | None) -> str:
-    with _in_home(home):
-        outcome = benchmark(suite_name, execution="new", trigger="attribution", team=team, report=False)
+def _run_mix(suite_name: str, home: Path, *, team: str | None, code: Path | None = None) -> str:
+    """One mix through the normal flow; `code`: a worktree whose adapters its workers run."""
+    saved = {name: os.environ.get(name) for name in (WORKER_CODE_ENV, LAUNCHER_ENV)}
+    if code is not None:
+        os.environ[WORKER_CODE_ENV] = str(code)
+    try:
+        with _in_home(home):
+            outcome = benchmark(suite_name, execution="new", trigger="attribution", team=team, report=False)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return str(outcome["execution_id"])
 
 
@@ -290,9 +330,22 @@ def _of_cells(runs: pd.DataFrame, cells: list[tuple[str, str]], side: int) -> pd
 
 
 def plan(
-    base_id: str, cand_id: str, *, max_jobs: int, max_factors: int, rerun_ends: bool = False
+    base_id: str,
+    cand_id: str,
+    *,
+    max_jobs: int,
+    max_factors: int,
+    rerun_ends: bool = False,
+    refuse_unavailable_host: bool = True,
+    installs: Installs | None = None,
 ) -> dict[str, Any]:
-    """Everything decided before a job runs; every bad input is a UserError (one sentence)."""
+    """Everything decided before a job runs; every bad input is a UserError (one sentence).
+
+    A host kind that is not available here is such a bad input for the command
+    (`refuse_unavailable_host`); the nightly reports it as a factor not varied instead. Framework
+    versions not installed are installed here (into `installs`), after the refusals of the inputs
+    themselves and before the job cap is checked (the cap counts mixes of runnable factors only)."""
+    installs = installs if installs is not None else Installs()
     if max_jobs < 1:
         raise UserError(
             f"--max-jobs is {max_jobs}: the attribution needs at least 1 job; give a positive cap."
@@ -317,13 +370,21 @@ def plan(
         )
     base_runs, cand_runs = _of_cells(all_base, cells, 0), _of_cells(all_cand, cells, 1)
     base, cand = side_values(base_runs), side_values(cand_runs)
-    differing = [f for f in (*RUNNABLE, *NOT_RUNNABLE) if base[f] != cand[f]]
+    differing = [f for f in (*RUNNABLE, HARDWARE) if base[f] != cand[f]]
     described = {f: describe(f, base[f], cand[f]) for f in differing}
     root = paths.project_root()
-    unrunnable = {f: NOT_RUNNABLE[f][1] for f in differing if f in NOT_RUNNABLE}
+    unrunnable: dict[str, str] = {}
+    if HARDWARE in differing:
+        why = unavailable_host_kind(base[HARDWARE]) or unavailable_host_kind(cand[HARDWARE])
+        if why and refuse_unavailable_host:
+            raise UserError(
+                f"executions {base_id} and {cand_id} ran on different host kinds and {why}, so the host "
+                "kind cannot vary; run explain-regression on a machine of the other kind."
+            )
+        unrunnable[HARDWARE] = why or "this command does not move jobs between host kinds"
     for factor in differing:
         if factor in RUNNABLE:
-            why = _why_unrunnable(factor, base[factor], cand[factor], root)
+            why = _why_unrunnable(factor, base[factor], cand[factor], root, installs)
             if why:
                 unrunnable[factor] = why
     factors = [f for f in differing if f not in unrunnable]
@@ -351,10 +412,11 @@ def plan(
     folds = int(pd.to_numeric(base_runs["fold"]).max()) + 1
     per_mix = len(base["data_version"]) * len(base["params"]) * len(seeds) * folds
     if len(to_run) * per_mix > max_jobs:
+        not_run = ", ".join(mix_label(mix, factors) for mix in to_run)
         raise UserError(
             f"the attribution of {', '.join(factors)} needs {len(to_run)} mixes x {per_mix} jobs = "
-            f"{len(to_run) * per_mix} jobs, more than --max-jobs {max_jobs}; raise --max-jobs "
-            "or lower --max-factors."
+            f"{len(to_run) * per_mix} jobs, more than --max-jobs {max_jobs} (attribution.max_jobs in "
+            f"the suite), so none was run (not run: {not_run}); raise the cap or lower --max-factors."
         )
     return {
         "suite": str(cand_exec.get("suite")),
@@ -376,7 +438,55 @@ def plan(
         "cand_runs": cand_runs,
         "comparison": comparison,
         "team": cand_exec.get("team") or None,
+        "installs": installs,
+        "max_jobs": max_jobs,
+        "head": checkout_commit(root) if "code" in factors else "",
     }
+
+
+@dataclass
+class _Runner:
+    """Runs mixes (and bisection steps) as executions of SUITE-attribution, each in its scratch home."""
+
+    planned: dict[str, Any]
+    cand_id: str
+    folder: Path
+    code_at: Any  # commit -> its worktree (flows.attribution_factors.commit_worktrees)
+    charged: set[str] = field(default_factory=set)  # installs already counted on a mix
+
+    def run(self, label: str, values: Mapping[str, Any], mix: Mix) -> tuple[MixRun, pd.DataFrame]:
+        planned = self.planned
+        suite_name = planned["suite"] + ATTRIBUTION_SUFFIX
+        home = _mix_home(
+            self.folder / label.replace(" ", "").replace("+", "_").replace("@", "-"),
+            mix_suite(values, planned["seeds"], planned["folds"]),
+            suite_name,
+            values["data_version"],
+            paths.project_root(),
+        )
+        # Created from the project (not the scratch home), so its artifacts go to the project's store.
+        store.experiment_id(suite_name)
+        commit = values["code"] if "code" in planned["factors"] else ""
+        code = self.code_at(commit) if commit and commit != planned["head"] else None
+        needed = {
+            f"{fw}@{v}": planned["installs"].seconds.get(f"{fw}@{v}", 0.0)
+            for fw, v in values["framework_version"].items()
+            if not v.startswith(MAIN_ENV)
+        }
+        install_s = sum(s for key, s in needed.items() if key not in self.charged)
+        self.charged.update(needed)
+        started = time.perf_counter()
+        execution_id = _run_mix(suite_name, home, team=planned["team"], code=code)
+        read.set_tag(execution_id, ATTRIBUTION_OF_TAG, self.cand_id)
+        read.set_tag(execution_id, ATTRIBUTION_MIX_TAG, label)
+        if install_s:
+            read.set_tag(execution_id, INSTALL_TAG, f"{install_s:.1f}")
+        if commit:
+            read.set_tag(execution_id, CODE_TAG, commit)
+        runs = read.job_runs(execution_id=execution_id)
+        seconds = time.perf_counter() - started
+        return MixRun(mix, label, execution_id, _run_link(execution_id), len(runs), seconds, install_s,
+                      commit), runs
 
 
 def explain(
@@ -386,49 +496,36 @@ def explain(
     max_jobs: int = DEFAULT_MAX_JOBS,
     max_factors: int = DEFAULT_MAX_FACTORS,
     rerun_ends: bool = False,
+    refuse_unavailable_host: bool = True,
 ) -> Explanation:
-    """Plan, run the mixes (none when the executions already isolate one factor), attribute."""
+    """Plan, run the mixes (none when the executions already isolate one factor), attribute; then,
+    when the framework version is the main factor, bisect the releases between its two versions."""
     started = time.perf_counter()
-    planned = plan(base_id, cand_id, max_jobs=max_jobs, max_factors=max_factors, rerun_ends=rerun_ends)
+    planned = plan(
+        base_id,
+        cand_id,
+        max_jobs=max_jobs,
+        max_factors=max_factors,
+        rerun_ends=rerun_ends,
+        refuse_unavailable_host=refuse_unavailable_host,
+    )
     factors, base, cand = planned["factors"], planned["base"], planned["cand"]
     mix_runs: dict[Mix, pd.DataFrame] = {}
     mixes: list[MixRun] = []
     for mix, side_id, side_runs in planned["reused"]:
         mix_runs[mix] = side_runs
         mixes.append(MixRun(mix, mix_label(mix, factors), side_id, _run_link(side_id), 0, 0.0))
-    if planned["to_run"]:
-        root = paths.project_root()
-        suite_name = planned["suite"] + ATTRIBUTION_SUFFIX
-        # Created from the project, so the experiment keeps its artifacts in the project's store.
-        store.experiment_id(suite_name)
-        folder = paths.runs_dir() / "attribution" / f"{cand_id[:12]}-{time.strftime('%Y%m%dT%H%M%S')}"
+    folder = paths.runs_dir() / "attribution" / f"{cand_id[:12]}-{time.strftime('%Y%m%dT%H%M%S')}"
+    with commit_worktrees(paths.project_root(), folder) as code_at:
+        runner = _Runner(planned, cand_id, folder, code_at)
         for mix in planned["to_run"]:
-            label = mix_label(mix, factors)
-            values = mix_values(mix, base, cand)
-            home = _mix_home(
-                folder / label.replace(" ", "").replace("+", "_"),
-                mix_suite(values, planned["seeds"], planned["folds"]),
-                suite_name,
-                values["data_version"],
-                root,
-            )
-            mix_started = time.perf_counter()
-            execution_id = _run_mix(suite_name, home, team=planned["team"])
-            read.set_tag(execution_id, ATTRIBUTION_OF_TAG, cand_id)
-            read.set_tag(execution_id, ATTRIBUTION_MIX_TAG, label)
-            runs = read.job_runs(execution_id=execution_id)
+            ran, runs = runner.run(mix_label(mix, factors), mix_values(mix, base, cand), mix)
             mix_runs[mix] = runs
-            mixes.append(
-                MixRun(
-                    mix,
-                    label,
-                    execution_id,
-                    _run_link(execution_id),
-                    len(runs),
-                    time.perf_counter() - mix_started,
-                )
-            )
-    attribution = counterfactuals.attribute(factors, planned["method"], mix_runs)
+            mixes.append(ran)
+        attribution = counterfactuals.attribute(factors, planned["method"], mix_runs)
+        jobs_so_far = sum(m.jobs for m in mixes)
+        bisection, bisection_runs, note = _bisect(planned, attribution, mix_runs, runner, jobs_so_far)
+    notes = planned["notes"] + ([note] if note else [])
     per_cell = {}
     for dataset, framework in planned["cells"]:
         family = _family(framework.split(" -> ")[-1])
@@ -449,9 +546,64 @@ def explain(
         per_cell,
         mixes,
         planned["comparison"],
-        planned["notes"],
+        notes,
         time.perf_counter() - started,
+        bisection,
+        bisection_runs,
     )
+
+
+def _version_range(planned: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(framework, old, new) when exactly one framework's version differs, both read as versions."""
+    old, new = planned["base"]["framework_version"], planned["cand"]["framework_version"]
+    changed = [fw for fw in sorted(set(old) | set(new)) if old.get(fw) != new.get(fw)]
+    if len(changed) != 1 or not old.get(changed[0]) or not new.get(changed[0]):
+        return None
+    framework = changed[0]
+    return framework, old[framework].removeprefix(MAIN_ENV), new[framework].removeprefix(MAIN_ENV)
+
+
+def _bisect(
+    planned: Mapping[str, Any],
+    attribution: Attribution,
+    mix_runs: Mapping[Mix, pd.DataFrame],
+    runner: _Runner,
+    jobs_so_far: int,
+) -> tuple[Bisection | None, list[MixRun], str]:
+    """The releases between the two framework versions, bisected on `result` with the other factors
+    held where the Shapley step measured the version's own effect; bounded by the job cap."""
+    main = attribution.main(RESULT)
+    if main is None or main.factor != "framework_version" or main.value == 0:
+        return None, [], ""  # the version is not the culprit (or changed nothing): nothing to bisect
+    found = _version_range(planned)
+    if found is None:
+        return None, [], ""
+    framework, old, new = found
+    releases, why_none = releases_between(get_adapter(framework).package, old, new)
+    if not releases:
+        return None, [], f"no bisection of {framework} {old} -> {new}: {why_none}"
+    factors = planned["factors"]
+    held = frozenset(factors) - {"framework_version"}  # the others at their candidate value...
+    if held not in mix_runs or held | {"framework_version"} not in mix_runs:
+        held = frozenset()  # ...or, one factor at a time, at the baseline's
+    with_old = float(unit_values(mix_runs[held], RESULT).mean())
+    with_new = float(unit_values(mix_runs[held | {"framework_version"}], RESULT).mean())
+    steps = max(0, (planned["max_jobs"] - jobs_so_far) // max(1, planned["per_mix"]))
+    ran: list[MixRun] = []
+
+    def measure(release: str) -> float | str:
+        refused = planned["installs"].ensure(framework, release)
+        if refused:
+            return refused
+        values = mix_values(held, planned["base"], planned["cand"])
+        values["framework_version"] = {**values["framework_version"], framework: release}
+        mix_run, runs = runner.run(f"bisect {framework}@{release}", values, held)
+        ran.append(mix_run)
+        measured = unit_values(runs, RESULT)
+        return float(measured.mean()) if len(measured) else f"no job of {framework}@{release} finished ok"
+
+    bisection = bisect_releases(framework, old, new, releases, with_old, with_new, measure, steps)
+    return bisection, ran, ""
 
 
 # ---------------------------------------------------------------- the page
@@ -528,7 +680,41 @@ def markdown(explanation: Explanation) -> str:
     lines += ["", "## Regression table", "", _md_table(regression_table(explanation))]
     lines += ["", "## Shares (mean over folds x seeds, 95% t-interval)", "", _md_table(attribution.table())]
     lines += ["", f"## Executions ({explanation.jobs_run} jobs run, {explanation.seconds:.0f} s)", ""]
-    mix_rows = pd.DataFrame(
+    lines.append(_md_table(_mix_rows(explanation.mixes)))
+    bisection = explanation.bisection
+    if bisection is not None:
+        lines += ["", f"## Bisection of {bisection.framework} {bisection.old} -> {bisection.new}", ""]
+        lines += [
+            f"- {bisection.sentence()}.",
+            f"- result with {bisection.old}: {bisection.with_old:.4g}; with {bisection.new}: "
+            f"{bisection.with_new:.4g} (the other factors held as in the Shapley step).",
+            "",
+        ]
+        runs = {m.label.rpartition("@")[2]: m for m in explanation.bisection_runs}
+        steps = pd.DataFrame(
+            [
+                {
+                    "release": step.release,
+                    "result": step.value,
+                    "behaves like": step.verdict,
+                    "execution": runs[step.release].execution_id if step.release in runs else "",
+                    "install s": round(runs[step.release].install_s, 1) if step.release in runs else 0.0,
+                }
+                for step in bisection.steps
+            ],
+            columns=["release", "result", "behaves like", "execution", "install s"],
+        )
+        lines.append(_md_table(steps))
+    if explanation.unrunnable:
+        lines += ["", "## Not varied", ""]
+        lines += [f"- {explanation.described[f]}: {why}" for f, why in explanation.unrunnable.items()]
+    if explanation.notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in explanation.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _mix_rows(mixes: list[MixRun]) -> pd.DataFrame:
+    return pd.DataFrame(
         [
             {
                 "mix": m.label,
@@ -536,17 +722,13 @@ def markdown(explanation: Explanation) -> str:
                 "link": m.url,
                 "jobs": m.jobs,
                 "seconds": round(m.seconds, 1),
+                "install s": round(m.install_s, 1),
+                "commit": m.code[:12],
             }
-            for m in explanation.mixes
-        ]
+            for m in mixes
+        ],
+        columns=["mix", "execution", "link", "jobs", "seconds", "install s", "commit"],
     )
-    lines.append(_md_table(mix_rows))
-    if explanation.unrunnable:
-        lines += ["", "## Not varied", ""]
-        lines += [f"- {explanation.described[f]}: {why}" for f, why in explanation.unrunnable.items()]
-    if explanation.notes:
-        lines += ["", "## Notes", ""] + [f"- {note}" for note in explanation.notes]
-    return "\n".join(lines) + "\n"
 
 
 def write(explanation: Explanation, folder: Path) -> Path:
@@ -563,8 +745,10 @@ def write(explanation: Explanation, folder: Path) -> Path:
                 "url": m.url,
                 "jobs": m.jobs,
                 "seconds": m.seconds,
+                "install_s": m.install_s,
+                "commit": m.code,
             }
-            for m in explanation.mixes
+            for m in (*explanation.mixes, *explanation.bisection_runs)
         ]
     ).to_csv(folder / "mixes.csv", index=False)
     read.log_folder(explanation.cand_id, folder, artifact_path="attribution")

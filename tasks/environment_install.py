@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from tasks import paths
 from tasks.errors import UserError
 from tasks.frameworks.environments import (
@@ -40,6 +42,7 @@ WORKER_LIBRARIES = ("numpy", "pandas", "pyarrow", "scipy", "pydantic", "PyYAML",
 TORCH_PIN = "torch==2.13.0"
 CONSTRAINTS_FILE = "constraints.txt"
 HARNESS_PTH = "automl_eval_harness.pth"
+PIP_INDEX_TIMEOUT_S = 120.0  # one listing from the configured indexes
 
 Progress = Callable[[str], None]
 
@@ -168,6 +171,8 @@ def install(environment: FrameworkEnvironment, progress: Progress, *, reinstall:
         "installed_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "install_s": round(seconds, 1),
     }
+    if environment.spec.release_of:  # a release derived from a declared one (find_environment finds it)
+        marker["release_of"] = environment.spec.release_of
     (folder / MARKER_FILE).write_text(json.dumps(marker, indent=2))
     probed = environment.probe()  # the framework imports there, at its version
     if probed.status != "installed":
@@ -179,3 +184,32 @@ def install(environment: FrameworkEnvironment, progress: Progress, *, reinstall:
     progress(f"{environment.id}: installed in {seconds:.0f} s; its requirements (pip freeze) are in "
              f"{folder / FREEZE_FILE}.")
     return seconds
+
+
+def releases_between(package: str, old: str, new: str) -> tuple[list[str], str]:
+    """The releases of `package` strictly between `old` and `new` that pip can install here
+    (`pip index versions`, through the machine's configured indexes), oldest first; with the
+    reason when there are none to try (pip could not list them, or a version is not PEP 440)."""
+    try:
+        low, high = sorted((Version(old), Version(new)))
+    except InvalidVersion as exc:
+        return [], f"{exc}: not a version pip orders"
+    command = [sys.executable, "-m", "pip", "index", "versions", package, "--disable-pip-version-check"]
+    try:
+        listed = subprocess.run(command, env=_tool_environment(), capture_output=True, text=True,
+                                timeout=PIP_INDEX_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return [], f"`pip index versions {package}` did not answer ({exc})"
+    line = next((x for x in listed.stdout.splitlines() if x.startswith("Available versions:")), "")
+    if listed.returncode != 0 or not line:
+        return [], f"`pip index versions {package}` failed: {resolver_reason(listed.stdout + listed.stderr)}"
+    found = []
+    for text in line.partition(":")[2].split(","):
+        try:
+            version = Version(text.strip())
+        except InvalidVersion:
+            continue
+        if low < version < high and not version.is_prerelease:
+            found.append(version)
+    why = "" if found else f"no release of {package} between {low} and {high}"
+    return [str(v) for v in sorted(found)], why

@@ -30,6 +30,9 @@ from typing import IO, Protocol
 from tasks.errors import UserError
 
 LAUNCHER_ENV = "AUTOML_EVAL_LAUNCHER"
+# A folder holding another commit's `tasks` package (a git worktree an attribution made): a job's
+# worker then runs that commit's adapter code, started cold (the warm server holds this code).
+WORKER_CODE_ENV = "AUTOML_EVAL_WORKER_CODE"
 LAUNCHERS = ("warm", "cold")
 # Thread pools a framework may start; all are held to the budget's cores.
 THREAD_VARIABLES = (
@@ -70,11 +73,14 @@ def python_environment(threads: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(dict.fromkeys(THREAD_VARIABLES, str(max(1, threads))))
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")]))
+    code = env.get(WORKER_CODE_ENV, "").strip() or str(PACKAGE_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [code, env.get("PYTHONPATH", "")]))
     return env
 
 
 def chosen_launcher() -> str:
+    if os.environ.get(WORKER_CODE_ENV, "").strip():
+        return "cold"  # a forked worker would run the server's code, not the worktree's
     choice = os.environ.get(LAUNCHER_ENV, "").strip() or ("warm" if hasattr(os, "fork") else "cold")
     if choice not in LAUNCHERS:
         raise UserError(f"{LAUNCHER_ENV}='{choice}' is not a launcher: set it to 'warm' or 'cold'.")

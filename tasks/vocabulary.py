@@ -200,6 +200,10 @@ EXECUTION_TAGS: dict[str, str] = {
     "attribution_main_factor": "the measured culprit of this execution's regression and its share",
     "attribution_of": "on a mix of an attribution: the regressed execution it explains",
     "attribution_mix": "on a mix of an attribution: the factors at their new value (+data_version)",
+    "attribution_install_s": "on a mix of an attribution: seconds pip took to install the framework "
+                             "versions it needed first",
+    "attribution_code": "on a mix of an attribution where the project commit is a factor: the commit "
+                        "whose adapters its jobs ran (from a git worktree)",
 }
 
 # Metrics on the parent run of one suite execution, set when it finishes.

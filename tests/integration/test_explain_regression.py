@@ -85,7 +85,7 @@ def test_planted_two_factor_regression_is_split_between_data_version_and_params(
     suite_file.write_text(CANDIDATE_YAML)
     cand_id = benchmark(SUITE, execution="new")["execution_id"]
 
-    with pytest.raises(UserError, match="more than --max-jobs 3"):
+    with pytest.raises(UserError, match=r"more than --max-jobs 3 .*not run: \+data_version, \+params\)"):
         explain(base_id, cand_id, max_jobs=3)  # 2 mixes x 2 jobs
     with pytest.raises(UserError, match="--max-jobs is 0"):
         explain(base_id, cand_id, max_jobs=0)

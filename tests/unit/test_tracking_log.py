@@ -106,7 +106,8 @@ def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: 
     parent = store.client().get_run(execution.execution_id)
     assert set(parent.data.tags) >= set(EXECUTION_TAGS) - {"data_gate_failures", "data_gate_accepted",
                                                            "best.DATASET", "attribution_main_factor",
-                                                           "attribution_of", "attribution_mix"}
+                                                           "attribution_of", "attribution_mix",
+                                                           "attribution_install_s", "attribution_code"}
     assert parent.data.tags["trigger"] == "cli"  # nightly and manual deployments say so
     nightly = start_execution("unit", trigger="nightly")
     assert store.client().get_run(nightly.execution_id).data.tags["trigger"] == "nightly"
