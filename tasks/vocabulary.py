@@ -24,6 +24,9 @@ TRAINING_COSTS: dict[str, str] = {
     "data_wait_share": "share of the training time spent waiting for the DataLoader's next batch",
     "torch_gpu_reserved_peak_mb": "peak GPU memory PyTorch reserved inside the job "
                                   "(torch.cuda.max_memory_reserved; GPU jobs only)",
+    "pretrained_parameters": "parameters the network started from pretrained weights with (transfer "
+                             "learning, e.g. the MobileNetV2 fine-tune's ImageNet features); 0: trained "
+                             "from scratch",
 }
 
 # Timings, model and resource figures of one job (MLflow metrics).

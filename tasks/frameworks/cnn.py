@@ -197,7 +197,8 @@ class CNNModel(FittedModel):
                    "train_images_per_s": self.history.get("train_images_per_s"),
                    "time_per_epoch_s": self.history.get("time_per_epoch_s"),
                    "data_wait_share": self.history.get("data_wait_share"),
-                   "torch_gpu_reserved_peak_mb": self.history.get("torch_max_memory_reserved_mb")}
+                   "torch_gpu_reserved_peak_mb": self.history.get("torch_max_memory_reserved_mb"),
+                   "pretrained_parameters": self.history.get("pretrained_parameters")}
         return {name: float(value) for name, value in figures.items() if value is not None}
 
 
@@ -244,6 +245,10 @@ class CNNAdapter(FrameworkAdapter):
         reads; `pretrained` is False when load() is about to put saved weights into it."""
         return build_network(str(settings["architecture"]), classes, channels, height, width)
 
+    def pretrained_parameters(self, network: Any) -> int:
+        """How many of the network's parameters start from pretrained weights: none, from scratch."""
+        return 0
+
     def fit(
         self,
         X: pd.DataFrame,
@@ -286,7 +291,8 @@ class CNNAdapter(FrameworkAdapter):
         history = _train(network, EncodedImages(images, targets, input_channels), train_rows, valid_rows,
                          hyper, settings, device=device, deadline=deadline, seed=seed, cores=budget.cores,
                          framework=self.name)
-        history.update(device=device, **network_settings)
+        history.update(device=device, pretrained_parameters=self.pretrained_parameters(network),
+                       **network_settings)
         return CNNModel(network, model_settings, task, device=device, history=history)
 
     def load(self, model_dir: Path, task: TaskInfo) -> CNNModel:

@@ -137,6 +137,10 @@ class MobileNetFinetuneAdapter(CNNAdapter):
                                 backbone)
         return network, input_channels
 
+    def pretrained_parameters(self, network: Any) -> int:
+        # The backbone's features come from the ImageNet file; the input layer is fixed, the head new.
+        return int(sum(parameter.numel() for parameter in network[1].features.parameters()))
+
     def test_params(self) -> dict[str, Any]:
         return {"input_side": 32, "batch_size": 8, "epochs": 1, "_max_steps": 2, "_validation_rows": 16}
 
