@@ -121,7 +121,9 @@ def _check_frameworks(
     A framework named at a version (`hgb@1.7.2`) needs its environment installed and working: its
     Python is started once here (the framework imported at its version). A missing one is not
     installed on the fly (minutes of pip, perhaps failing, inside a nightly run): the sentence gives
-    the command that installs it.
+    the command that installs it. A suite entry marked `where_available` is not refused: why it
+    cannot run here goes into `unavailable` (framework id -> the sentence), and its jobs are
+    recorded as skipped with it.
     """
     adapters: dict[str, MetricOptimiser] = {}  # by framework id, for the metric check
     for ref in refs:
@@ -131,9 +133,11 @@ def _check_frameworks(
             raise
         except (KeyError, LookupError, ValueError) as exc:
             raise UserError(f"unknown framework '{ref.name}': {exc}") from None
+        # An unknown version is a mistake in the suite, where_available or not.
+        environment = find_environment(ref.name, ref.version) if ref.version else None
         try:
-            if ref.version:
-                find_environment(ref.name, ref.version).require_usable(probe=True)
+            if environment is not None:
+                environment.require_usable(probe=True)
             else:
                 reason = adapter.unavailable_reason()
                 if reason:
