@@ -165,6 +165,7 @@ def measure(device: str, epochs: int, loader_workers: int, gpu_indices: list[int
 SWEEP = tuple(f"w{workers}{pin}" for workers in (0, 2, 4, 8) for pin in ("", "_pin"))
 # The setting the GPU/CPU comparison runs with (the CNN's and the MobileNetV2 fine-tune's).
 COMPARE_SETTING = "w2"
+GPU_BATCH_SIZE, CPU_BATCH_SIZE = 256, 64
 JOB_FIGURES = ("acc", "train_images_per_s", "epochs", "data_wait_share", "gpu_util_mean_pct",
                "gpu_util_peak_pct", "gpu_mem_peak_mb", "gpu_device_used_mem_peak_mb",
                "torch_gpu_reserved_peak_mb", "gpu_s", "pretrained_parameters", "fit_s", "peak_rss_mb")
@@ -187,7 +188,7 @@ def planned_jobs(gpu: bool, sweep: tuple[str, ...]) -> list[tuple[str, str, str]
 
 
 def image_jobs(out: Path, gpu: bool, sweep_s: int, job_s: int, sweep: tuple[str, ...] = SWEEP,
-               dataset: str = "digits") -> list[dict[str, Any]]:
+               dataset: str = "digits", batch_size: int | None = None) -> list[dict[str, Any]]:
     """The image adapters' jobs through the real worker and watchdog (tasks.jobs.run_job: no MLflow,
     no Prefect): the loader sweep's jobs get `sweep_s` each, the comparison's `job_s`; each job's
     folder under `out/DEVICE/FRAMEWORK_SETTING`."""
@@ -205,12 +206,16 @@ def image_jobs(out: Path, gpu: bool, sweep_s: int, job_s: int, sweep: tuple[str,
     spec = load_dataset_spec(dataset)
     materialize(spec)  # the card's packaged source and its saved folds, in the scratch project
     cores = max(1, min(4, (os.cpu_count() or 1)))
+    # One batch size for every job, so a GPU job and its CPU twin differ by the device only; without a
+    # GPU a smaller one, so a short CPU job still takes several steps.
+    batch_size = batch_size or (GPU_BATCH_SIZE if gpu else CPU_BATCH_SIZE)
     rows = []
     for index, (device, framework, setting) in enumerate(planned_jobs(gpu, sweep)):
         time_s = sweep_s if index < len(sweep) else job_s
         budget = Budget(name=f"gpu_check_{device}_{time_s}s", time_s=time_s, cores=cores, memory_mb=16384,
                         gpus=1 if device == "cuda" else 0)
-        job = Job("gpu_check", spec.name, "local", framework, setting, 0, 0, budget, {"batch_size": 256})
+        job = Job("gpu_check", spec.name, "local", framework, setting, 0, 0, budget,
+                  {"batch_size": batch_size})
         result = run_job(job, spec, out / device / f"{framework}_{setting}")
         figures = {**result.scores, **result.costs}
         row = {"device": device, "framework": f"{framework}:{setting}", "setting": setting,
@@ -285,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep-seconds", type=int, default=20, help="time_s of each loader-sweep job")
     parser.add_argument("--sweep", default=",".join(SWEEP),
                         help="the loader settings swept, comma-separated (default: 0/2/4/8 workers x pinned)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help=f"every job's batch size (default {GPU_BATCH_SIZE} with a GPU, "
+                             f"{CPU_BATCH_SIZE} without)")
     parser.add_argument("--dataset", default="digits",
                         help="the image card the jobs run on (digits: scikit-learn's, on any machine)")
     parser.add_argument("--no-probe", action="store_true",
@@ -315,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         sweep = tuple(setting.strip() for setting in args.sweep.split(",") if setting.strip())
         report["image_jobs"] = image_jobs(args.out, inventory.available, args.sweep_seconds, args.job_seconds,
-                                          sweep, args.dataset)
+                                          sweep, args.dataset, args.batch_size)
         print(jobs_table(report["image_jobs"]), flush=True)
     rates = {run["device"]: run.get("images_per_s") for run in report["runs"]}
     if rates.get("cuda") and rates.get("cpu"):
