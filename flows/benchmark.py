@@ -17,7 +17,7 @@ import importlib.util
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -95,6 +95,9 @@ class Plan:
     frameworks: list[FrameworkRef]
     folds: int
     budget: Budget
+    # Framework id -> why it cannot run here, for frameworks the suite marks `where_available`:
+    # their jobs are recorded as skipped with that sentence, the rest of the suite runs.
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def selection(self) -> dict[str, Any]:
         """What an execution records so that a resume or retry re-plans the same jobs."""
@@ -122,13 +125,17 @@ def _pick_frameworks(suite: Suite, names: list[str] | None) -> list[FrameworkRef
     return unique
 
 
-def _check_frameworks(refs: list[FrameworkRef]) -> dict[str, MetricOptimiser]:
+def _check_frameworks(
+    refs: list[FrameworkRef], unavailable: dict[str, str] | None = None
+) -> dict[str, MetricOptimiser]:
     """Unknown or unusable frameworks stop the run before anything starts, with one sentence.
 
     A framework named at a version (`hgb@1.7.2`) needs its environment installed and working: its
     Python is started once here (the framework imported at its version). A missing one is not
     installed on the fly (minutes of pip, perhaps failing, inside a nightly run): the sentence gives
-    the command that installs it.
+    the command that installs it. A suite entry marked `where_available` is not refused: why it
+    cannot run here goes into `unavailable` (framework id -> the sentence), and its jobs are
+    recorded as skipped with it.
     """
     adapters: dict[str, MetricOptimiser] = {}  # by framework id, for the metric check
     for ref in refs:
@@ -138,12 +145,20 @@ def _check_frameworks(refs: list[FrameworkRef]) -> dict[str, MetricOptimiser]:
             raise
         except (KeyError, LookupError, ValueError) as exc:
             raise UserError(f"unknown framework '{ref.name}': {exc}") from None
-        if ref.version:
-            find_environment(ref.name, ref.version).require_usable(probe=True)
-        else:
-            reason = adapter.unavailable_reason()
-            if reason:
-                raise UserError(reason)
+        # An unknown version is a mistake in the suite, where_available or not.
+        environment = find_environment(ref.name, ref.version) if ref.version else None
+        try:
+            if environment is not None:
+                environment.require_usable(probe=True)
+            else:
+                reason = adapter.unavailable_reason()
+                if reason:
+                    raise UserError(reason)
+        except UserError as exc:
+            if not ref.where_available or unavailable is None:
+                raise
+            # Runs where it can: here it cannot, and each of its jobs is recorded as refused, why said.
+            unavailable[ref.id] = f"refused here: {exc}"
         try:
             if ref.variant:
                 adapter.variant_params(ref.variant)
@@ -179,14 +194,15 @@ def resolve_plan(
         refs = [FrameworkRef(**entry) for entry in frameworks]  # as recorded by an execution
     else:
         refs = _pick_frameworks(loaded, frameworks)  # type: ignore[arg-type]
-    adapters = _check_frameworks(refs)
+    unavailable: dict[str, str] = {}
+    adapters = _check_frameworks(refs, unavailable)
     specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]
     check_suite_metrics(loaded.name, specs, adapters)
     if frameworks and not isinstance(frameworks[0], dict):
         _check_frameworks_take_datasets(refs, specs)
     if folds is not None and folds < 1:
         raise UserError(f"--folds must be at least 1, not {folds}.")
-    return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget))
+    return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget), unavailable)
 
 
 def plan_jobs(plan: Plan, versions: dict[str, str]) -> list[Job]:
@@ -443,6 +459,9 @@ def benchmark(
         to_run = [job for job in jobs if job.key not in already
                   or already[job.key].status not in FINISHED_STATUSES]
     not_taken = not_applicable(to_run, specs, {ref.name: get_adapter(ref.name) for ref in plan.frameworks})
+    for job in to_run:  # a framework the suite runs where available, and that cannot run here
+        if job.framework_id in plan.unavailable and job.key not in not_taken:
+            not_taken[job.key] = plan.unavailable[job.framework_id]
     runnable = [job for job in to_run if job.dataset not in gate_failures and job.key not in not_taken]
     runner.planned(len(to_run))
     for job in to_run:

@@ -225,15 +225,35 @@ def gpu_inventory() -> GpuInventory:
     return GpuInventory(True, devices=devices)
 
 
-class GpuSampler:
-    """Samples utilisation and used memory of the given NVML device indices in a thread."""
+def job_gpu_memory_mb(nvml: Any, handles: list[Any], pids: set[int]) -> float | None:
+    """The GPU memory NVML attributes to the given processes on these devices, summed (MB); None
+    where it attributes none to them (they hold none yet, or the driver lists processes of another
+    pid namespace, as inside some containers)."""
+    total, matched = 0.0, False
+    for handle in handles:
+        for process in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            used = getattr(process, "usedGpuMemory", None)  # None: not available (MIG, some drivers)
+            if process.pid in pids and used is not None:
+                total += used / 2**20
+                matched = True
+    return total if matched else None
 
-    def __init__(self, indices: list[int], interval_s: float = 0.5) -> None:
+
+class GpuSampler:
+    """Samples utilisation and memory of the given NVML device indices in a thread.
+
+    The job's GPU memory is its own: NVML's per-process usage summed over the job's process tree
+    (`pid` and its descendants, loader workers included), so another job on a shared device does
+    not inflate it. The device-wide "used" figure is recorded beside it, named as such."""
+
+    def __init__(self, indices: list[int], interval_s: float = 0.5, pid: int | None = None) -> None:
         self.indices = indices
         self.interval_s = interval_s
+        self.pid = pid  # the job's process, set once it started (None: no per-process figure)
         self._util: list[float] = []
-        self._peak_mem_mb = 0.0
-        self.series = SampleSeries()  # (unix time, mean util %, used MB)
+        self._peak_device_used_mb = 0.0
+        self._peak_job_mb: float | None = None
+        self.series = SampleSeries()  # (unix time, mean util %, the job's own MB, 0 where none)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
 
@@ -251,27 +271,44 @@ class GpuSampler:
         try:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
             while not self._stop.is_set():
-                utils, used_mb = [], 0.0
-                for handle in handles:
-                    utils.append(float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-                    used_mb += nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20
-                # The job's utilisation is the mean over its devices at this instant.
-                self._util.append(sum(utils) / len(utils))
-                self._peak_mem_mb = max(self._peak_mem_mb, used_mb)
-                self.series.add((time.time(), self._util[-1], used_mb))
+                self.sample(nvml, handles)
                 self._stop.wait(self.interval_s)
         finally:
             nvml.nvmlShutdown()
 
+    def sample(self, nvml: Any, handles: list[Any]) -> None:
+        """One sample of the devices and of the job's processes on them."""
+        utils, used_mb = [], 0.0
+        for handle in handles:
+            utils.append(float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+            used_mb += nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20
+        job_mb = None
+        if self.pid is not None:
+            pids = {process.pid for process in tree_processes(self.pid)}
+            try:
+                job_mb = job_gpu_memory_mb(nvml, handles, pids) if pids else None
+            except Exception:  # noqa: BLE001 - NVMLError_NotSupported: no per-process accounting here
+                job_mb = None
+        # The job's utilisation is the mean over its devices at this instant.
+        self._util.append(sum(utils) / len(utils))
+        self._peak_device_used_mb = max(self._peak_device_used_mb, used_mb)
+        if job_mb is not None:
+            self._peak_job_mb = max(self._peak_job_mb or 0.0, job_mb)
+        self.series.add((time.time(), self._util[-1], job_mb or 0.0))
+
     def summary(self) -> dict[str, float]:
-        """COST_METRICS names; empty when nothing was sampled."""
+        """COST_METRICS names; empty when nothing was sampled. gpu_mem_peak_mb (the job's own) is
+        absent where NVML attributed no memory to the job's processes."""
         if not self._util:
             return {}
-        return {
+        figures = {
             "gpu_util_mean_pct": sum(self._util) / len(self._util),
             "gpu_util_peak_pct": max(self._util),
-            "gpu_mem_peak_mb": self._peak_mem_mb,
+            "gpu_device_used_mem_peak_mb": self._peak_device_used_mb,
         }
+        if self._peak_job_mb is not None:
+            figures["gpu_mem_peak_mb"] = self._peak_job_mb
+        return figures
 
 
 # ------------------------------------------------------------------------------ the series
@@ -302,7 +339,7 @@ def series_frame(
     names = ["launching"] + [name for name, _ in order]
     frame[SERIES_STAGE] = [names[bisect.bisect_right(starts, at)] for at in frame["unix"]]
     if gpu:
-        gpu_frame = pd.DataFrame(gpu, columns=["unix", "gpu_util_pct", "gpu_mem_mb"])
+        gpu_frame = pd.DataFrame(gpu, columns=["unix", "gpu_util_pct", "gpu_mem_mb"])  # the job's own MB
         frame = pd.merge_asof(frame, gpu_frame, on="unix", direction="nearest")
         columns += ["gpu_util_pct", "gpu_mem_mb"]
     frame[SERIES_TIME] = frame["unix"] - launched_unix

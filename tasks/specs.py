@@ -216,6 +216,10 @@ class FrameworkRef(_Strict):
     variant: str | None = None
     version: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    # Run it where it can run: where its framework (or its environment) is missing or does not import,
+    # its jobs are recorded as skipped with the sentence why, and the suite's other frameworks run.
+    # Off (the default): such a framework refuses the whole suite before any job, in one sentence.
+    where_available: bool = False
 
     @field_validator("version")
     @classmethod

@@ -105,6 +105,7 @@ def supervise(child: Child, limits: Limits) -> Supervised:
     process, launcher = start(child)
     sampler = resources.ProcessTreeSampler(process.pid)
     if gpu_sampler:
+        gpu_sampler.pid = process.pid  # its GPU memory: the per-process figures of this tree
         gpu_sampler.__enter__()
     try:
         while True:
@@ -139,10 +140,14 @@ def supervise(child: Child, limits: Limits) -> Supervised:
             resources.kill_tree(process.pid, also=leftovers)
         if gpu_sampler:
             gpu_sampler.__exit__(None, None, None)
+    wall_s = time.monotonic() - started
+    gpu_costs = gpu_sampler.summary() if gpu_sampler else {}
+    if gpu_costs:  # GPU-seconds: the devices were the job's for its whole wall time
+        gpu_costs["gpu_s"] = wall_s * len(child.gpus or [])
     return Supervised(
         returncode=process.wait(), verdict=verdict, sampler=sampler, launcher=launcher,
-        exited_unix=exited_unix, wall_s=time.monotonic() - started,
-        gpu_costs=gpu_sampler.summary() if gpu_sampler else {},
+        exited_unix=exited_unix, wall_s=wall_s,
+        gpu_costs=gpu_costs,
         gpu_samples=gpu_sampler.series.samples if gpu_sampler else [],
     )
 

@@ -24,6 +24,9 @@ TRAINING_COSTS: dict[str, str] = {
     "data_wait_share": "share of the training time spent waiting for the DataLoader's next batch",
     "torch_gpu_reserved_peak_mb": "peak GPU memory PyTorch reserved inside the job "
                                   "(torch.cuda.max_memory_reserved; GPU jobs only)",
+    "pretrained_parameters": "parameters the network started from pretrained weights with (transfer "
+                             "learning, e.g. the MobileNetV2 fine-tune's ImageNet features); 0: trained "
+                             "from scratch",
 }
 
 # Timings, model and resource figures of one job (MLflow metrics).
@@ -43,7 +46,14 @@ COST_METRICS: dict[str, str] = {
     "cpu_s": "CPU seconds of the job's process tree",
     "gpu_util_mean_pct": "mean GPU utilisation of the job's devices (GPU hosts only)",
     "gpu_util_peak_pct": "peak GPU utilisation of the job's devices (GPU hosts only)",
-    "gpu_mem_peak_mb": "peak GPU memory used on the job's devices (GPU hosts only)",
+    "gpu_mem_peak_mb": "peak GPU memory of the job itself: NVML's per-process usage summed over the "
+                       "job's process tree (loader workers included), so other jobs on a shared device do "
+                       "not count (GPU hosts only; absent where NVML attributes no memory to the job's "
+                       "processes)",
+    "gpu_device_used_mem_peak_mb": "peak of the device-wide \"used\" memory of the job's devices, every "
+                                   "process on them counted (GPU hosts only): beside gpu_mem_peak_mb, not "
+                                   "the job's own figure",
+    "gpu_s": "GPU-seconds: the job's wall seconds times the GPUs it held (GPU jobs only)",
     "train_rows": "rows in the training part of the fold",
     "test_rows": "rows in the test part of the fold",
     "fit_rows": "training rows the framework was fitted on: train_rows, or fewer where it fitted a sample "
@@ -68,7 +78,8 @@ SERIES_METRICS: dict[str, str] = {
     "series_rss_mb": "RSS of the job's process tree at each watchdog sample, MB",
     "series_cpu_pct": "CPU of the job's process tree at each watchdog sample, % of one core",
     "series_gpu_util_pct": "GPU utilisation of the job's devices at each sample (GPU hosts only)",
-    "series_gpu_mem_mb": "GPU memory used on the job's devices at each sample (GPU hosts only)",
+    "series_gpu_mem_mb": "GPU memory of the job's own processes at each sample, NVML per process "
+                         "(GPU hosts only)",
     "validation_loss": "validation loss at each evaluation during training (frameworks that record it)",
     "anytime_result": "the job's result (test fold) had its fit stopped at step = milliseconds of fit time: "
                       "the framework's best model by its validation score then (anytime.csv)",

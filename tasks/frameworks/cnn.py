@@ -24,7 +24,7 @@ import math
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -96,10 +96,11 @@ class EncodedImages:
         return self.pixels(index), int(self.targets[index])
 
 
-def image_column(X: pd.DataFrame, task: TaskInfo) -> str:
+def image_column(X: pd.DataFrame, task: TaskInfo, framework: str = "cnn") -> str:
     columns = [c for c in X.columns if task.column_roles.get(c) == IMAGE_ROLE]
     if len(columns) != 1:
-        raise ValueError(f"cnn: the data has {len(columns)} image columns; it takes one (role image).")
+        raise ValueError(f"{framework}: the data has {len(columns)} image columns; it takes one "
+                         "(role image).")
     return columns[0]
 
 
@@ -210,13 +211,20 @@ class CNNModel(FittedModel):
                    "train_images_per_s": self.history.get("train_images_per_s"),
                    "time_per_epoch_s": self.history.get("time_per_epoch_s"),
                    "data_wait_share": self.history.get("data_wait_share"),
-                   "torch_gpu_reserved_peak_mb": self.history.get("torch_max_memory_reserved_mb")}
+                   "torch_gpu_reserved_peak_mb": self.history.get("torch_max_memory_reserved_mb"),
+                   "pretrained_parameters": self.history.get("pretrained_parameters")}
         return {name: float(value) for name, value in figures.items() if value is not None}
 
 
 class CNNAdapter(FrameworkAdapter):
+    """The image training shared by every network here: a subclass (the MobileNetV2 fine-tune,
+    tasks/frameworks/mobilenet_finetune.py) changes only the network it builds, its hyperparameters
+    and its settings; the DataLoader, the training loop, the budget's clock, the per-epoch series,
+    predicting, saving and loading are this class's."""
+
     name = "cnn"
     package = "torchvision"
+    hyperparameters: ClassVar[dict[str, Any]] = HYPERPARAMETERS
     install_hint = "pip install -c requirements.lock torch torchvision (make setup)"
     problem_types = frozenset({"binary", "multiclass"})
     modalities = frozenset({"image"})
@@ -227,19 +235,34 @@ class CNNAdapter(FrameworkAdapter):
     def variant_params(self, variant: str) -> dict[str, Any]:
         match = LOADER_VARIANT.fullmatch(variant)
         if match is None:
-            raise ValueError(f"cnn has no variant '{variant}'; its variants are loader settings: wN (N "
-                             "loader workers) or wN_pin (with pinned memory), e.g. cnn:w4_pin")
+            raise ValueError(f"{self.name} has no variant '{variant}'; its variants are loader settings: wN "
+                             f"(N loader workers) or wN_pin (with pinned memory), e.g. {self.name}:w4_pin")
         return {"_num_workers": int(match["workers"]), "_pin_memory": match["pin"] is not None}
 
     def check_params(self, params: dict[str, Any]) -> None:
         adapter_params, framework_params = split_params(params)
         for given, known, kind in (
-            (framework_params, HYPERPARAMETERS, ""),
+            (framework_params, self.hyperparameters, ""),
             (adapter_params, ADAPTER_SETTINGS, "_"),
         ):
             unknown = sorted(kind + k for k in set(given) - set(known))
             if unknown:
-                raise ValueError(f"cnn: unknown params {unknown}; known: {sorted(kind + k for k in known)}.")
+                raise ValueError(f"{self.name}: unknown params {unknown}; known: "
+                                 f"{sorted(kind + k for k in known)}.")
+
+    def network_settings(self, hyper: dict[str, Any]) -> dict[str, Any]:
+        """What of the hyperparameters the saved model needs to rebuild its network."""
+        return {"architecture": str(hyper["architecture"])}
+
+    def build(self, settings: dict[str, Any], classes: int, channels: int, height: int, width: int, *,
+              pretrained: bool) -> tuple[Any, int]:
+        """The network for these settings (network_settings) and input, and the channel count it
+        reads; `pretrained` is False when load() is about to put saved weights into it."""
+        return build_network(str(settings["architecture"]), classes, channels, height, width)
+
+    def pretrained_parameters(self, network: Any) -> int:
+        """How many of the network's parameters start from pretrained weights: none, from scratch."""
+        return 0
 
     def fit(
         self,
@@ -255,7 +278,7 @@ class CNNAdapter(FrameworkAdapter):
         started = time.monotonic()
         self.check_params(params)
         adapter_params, framework_params = split_params(params)
-        hyper = {**HYPERPARAMETERS, **framework_params}
+        hyper = {**self.hyperparameters, **framework_params}
         settings = {**ADAPTER_SETTINGS, **adapter_params}
 
         import torch
@@ -263,18 +286,18 @@ class CNNAdapter(FrameworkAdapter):
         torch.manual_seed(seed)
         torch.set_num_threads(max(1, budget.cores))
         device = "cuda" if budget.gpus > 0 and torch.cuda.is_available() else "cpu"
-        column = image_column(X, task)
+        column = image_column(X, task, self.name)
         images = X[column].tolist()
         height, width, channels = decode(images[0]).shape
         labels = [str(c) for c in task.classes]
         index = {label: i for i, label in enumerate(labels)}
         targets = np.asarray([index[str(v)] for v in y], dtype=np.int64)
-        network, input_channels = build_network(
-            str(hyper["architecture"]), len(labels), channels, height, width
-        )
+        network_settings = self.network_settings(hyper)
+        network, input_channels = self.build(network_settings, len(labels), channels, height, width,
+                                             pretrained=True)
         network.to(device)
         model_settings = {
-            "column": column, "architecture": str(hyper["architecture"]), "channels": int(channels),
+            "column": column, **network_settings, "channels": int(channels),
             "input_channels": int(input_channels), "height": int(height), "width": int(width),
             "labels": labels, "predict_batch_size": int(hyper["predict_batch_size"]),
         }
@@ -283,9 +306,9 @@ class CNNAdapter(FrameworkAdapter):
         checkpoints = ImprovementCheckpoints(workdir, started)
         history = _train(network, EncodedImages(images, targets, input_channels), train_rows, valid_rows,
                          hyper, settings, device=device, deadline=deadline, seed=seed, cores=budget.cores,
-                         checkpoints=checkpoints)
-        history.update(device=device, architecture=model_settings["architecture"],
-                       anytime_checkpoint_s=round(checkpoints.saving_s, 3))
+                         checkpoints=checkpoints, framework=self.name)
+        history.update(device=device, pretrained_parameters=self.pretrained_parameters(network),
+                       anytime_checkpoint_s=round(checkpoints.saving_s, 3), **network_settings)
         return CNNModel(network, model_settings, task, device=device, history=history,
                         checkpoints=checkpoints.points)
 
@@ -293,8 +316,8 @@ class CNNAdapter(FrameworkAdapter):
         import torch
 
         settings = json.loads((model_dir / SETTINGS_FILE).read_text())
-        network, _ = build_network(settings["architecture"], len(settings["labels"]), settings["channels"],
-                                   settings["height"], settings["width"])
+        network, _ = self.build(settings, len(settings["labels"]), settings["channels"], settings["height"],
+                                settings["width"], pretrained=False)
         network.load_state_dict(torch.load(model_dir / WEIGHTS_FILE, map_location="cpu", weights_only=True))
         return CNNModel(network, settings, task)
 
@@ -332,9 +355,11 @@ def _train(
     seed: int,
     cores: int,
     checkpoints: ImprovementCheckpoints | None = None,
+    framework: str = "cnn",
 ) -> dict[str, Any]:
-    """Epochs over a DataLoader until the epochs, the step cap or the budget's time run out; the
-    weights of each improving epoch go to `checkpoints`."""
+    """Epochs over a DataLoader until the epochs, the step cap or the budget's time run out: the
+    training loop of every image network here (CNNAdapter and its subclasses); the weights of each
+    improving epoch go to `checkpoints`."""
     import torch
     from torch.utils.data import DataLoader, Subset
 
@@ -443,7 +468,8 @@ def _train(
             break
     del loader  # its worker processes end with it
     if step == 0:
-        raise RuntimeError("cnn: no training step ran (an empty training part); give it images to train on.")
+        raise RuntimeError(f"{framework}: no training step ran (an empty training part); give it images "
+                           "to train on.")
     if best_state is not None and best_epoch != len(curve):
         network.load_state_dict(best_state)
     figures: dict[str, Any] = {

@@ -8,6 +8,11 @@ learning pays on each dataset, and the loader sweep.
   a training loop of its own leaves them empty);
 - pays: per dataset, the best framework that records training images/s (a deep learner) against
   the best that does not, by accuracy;
+- pretraining: per dataset, the best deep learner that started from pretrained weights (it records
+  `pretrained_parameters` > 0: the MobileNetV2 fine-tune) against the best trained from scratch (0:
+  the CNN), at the suite's one budget, by accuracy;
+- refused: a framework none of whose jobs on the image datasets finished (AutoGluon MultiModal where
+  its environment does not import), with the sentence its jobs were recorded with;
 - the loader sweep: the CNN's loader variants (`cnn:w0`, `cnn:w2_pin`, ...) side by side, images/s
   and data-wait share, with GPU utilisation where the jobs had a GPU; the best-fed setting named.
 """
@@ -28,7 +33,8 @@ from tasks.specs import load_dataset_spec
 ACCURACY, TOP5 = "acc", "top5_acc"
 FIGURES = ("train_images_per_s", "epochs", "time_per_epoch_s", "data_wait_share")
 GPU_UTIL = "gpu_util_mean_pct"
-COLUMNS = ["dataset", "framework", ACCURACY, TOP5, *FIGURES, GPU_UTIL, "jobs"]
+PRETRAINED = "pretrained_parameters"  # > 0: started from pretrained weights; 0: from scratch
+COLUMNS = ["dataset", "framework", ACCURACY, TOP5, *FIGURES, GPU_UTIL, PRETRAINED, "jobs"]
 
 
 def image_datasets(jobs: pd.DataFrame) -> dict[str, str]:
@@ -57,7 +63,7 @@ def image_table(jobs: pd.DataFrame) -> pd.DataFrame:
     pixels = ok["dataset"].map(shown) != ok["dataset"]
     numbers = pd.DataFrame({"dataset": ok["dataset"].map(shown),
                             "framework": ok["framework"].where(~pixels, ok["framework"] + " (pixels)")})
-    for column in [ACCURACY, TOP5, *FIGURES, GPU_UTIL]:
+    for column in [ACCURACY, TOP5, *FIGURES, GPU_UTIL, PRETRAINED]:
         numbers[column] = pd.to_numeric(ok[column], errors="coerce") if column in ok else np.nan
     table = numbers.groupby(["dataset", "framework"], as_index=False).mean()
     table["jobs"] = numbers.groupby(["dataset", "framework"]).size().to_numpy()
@@ -81,6 +87,48 @@ def deep_learning_pays(table: pd.DataFrame) -> list[str]:
         lines.append(f"- {dataset}: deep learning {verdict}: {best_deep['framework']} "
                      f"{best_deep[ACCURACY]:.4f} against {best_other['framework']} "
                      f"{best_other[ACCURACY]:.4f} accuracy ({gap:+.4f}).")
+    return lines
+
+
+def pretraining_pays(table: pd.DataFrame) -> list[str]:
+    """One line per dataset: the best pretrained deep learner against the best one trained from
+    scratch (both from the same suite, so at the same budget), by accuracy."""
+    lines = []
+    deep = table[table["train_images_per_s"].notna() & table[PRETRAINED].notna()]
+    for dataset, block in deep.groupby("dataset"):
+        pretrained = block[block[PRETRAINED] > 0].sort_values(ACCURACY, ascending=False)
+        scratch = block[block[PRETRAINED] == 0].sort_values(ACCURACY, ascending=False)
+        if pretrained.empty or scratch.empty:
+            missing = "pretrained network" if pretrained.empty else "network trained from scratch"
+            lines.append(f"- {dataset}: no {missing} finished here, so no comparison.")
+            continue
+        best_pretrained, best_scratch = pretrained.iloc[0], scratch.iloc[0]
+        gap = best_pretrained[ACCURACY] - best_scratch[ACCURACY]
+        verdict = "pays" if gap > 0 else "does not pay"
+        lines.append(f"- {dataset}: pretraining {verdict}: {best_pretrained['framework']} "
+                     f"{best_pretrained[ACCURACY]:.4f} against {best_scratch['framework']} "
+                     f"{best_scratch[ACCURACY]:.4f} accuracy ({gap:+.4f}), "
+                     f"{best_pretrained['epochs']:.2f} against {best_scratch['epochs']:.2f} epochs.")
+    return lines
+
+
+def refused(jobs: pd.DataFrame) -> list[str]:
+    """One line per framework that ran on the image datasets without one job finishing: the
+    sentences its jobs were recorded with (skipped or failed), each once."""
+    shown = image_datasets(jobs)
+    block = jobs[jobs["dataset"].isin(shown)]
+    if block.empty or "error" not in block:
+        return []
+    lines = []
+    for framework, runs in block.groupby("framework"):
+        if runs["ok"].any():
+            continue
+        reasons = runs["error"].fillna("").astype(str).str.strip()
+        # Not taking a dataset's modality is not a refusal (cnn on a pixel table): those are left out.
+        on_images = runs[runs["dataset"].map(shown) == runs["dataset"]]
+        said = list(dict.fromkeys(r for r in reasons[on_images.index] if r))
+        if said:
+            lines.append(f"- {framework}: {len(on_images)} jobs not run: {'; '.join(said)}")
     return lines
 
 
@@ -122,6 +170,8 @@ def section(
     table = image_table(jobs)
     if table.empty:
         return [], []
+    pretraining = pretraining_pays(table)
+    refusals = refused(jobs)
     table.to_csv(folder / "images.csv", index=False)
     lines = ["## Images", "",
              "Per image dataset and framework (means over folds and seeds): top-1 and top-5 accuracy, "
@@ -129,6 +179,11 @@ def section(
              "for data, and mean GPU utilisation where the job had a GPU.", "",
              render(table, 4), "", "Does deep learning pay (best deep learner against the best other "
              "framework, by accuracy)?", "", *deep_learning_pays(table), ""]
+    if pretraining:
+        lines += ["Does pretraining pay (the best network fine-tuned from pretrained weights against the "
+                  "best trained from scratch, same suite and budget, by accuracy)?", "", *pretraining, ""]
+    if refusals:
+        lines += ["Refused here (no job of the framework ran on these images):", "", *refusals, ""]
     figures: list[Path] = []
     sweep = loader_sweep(table)
     if not sweep.empty:

@@ -1,5 +1,6 @@
-"""bench/gpu_check.py in its CPU mode, as CI runs it: the CNN adapter's jobs through the real worker
-and watchdog, each job's folder written, the table printed, and the missing GPU said plainly.
+"""bench/gpu_check.py in its CPU mode, as CI runs it: the CNN's loader sweep (two settings here) and
+the MobileNetV2 fine-tune through the real worker and watchdog, each job's folder written, the table
+printed, the missing GPU said plainly, and neither MLflow nor Prefect imported on the way.
 Each job gets 20 s: its loader workers start within that time.
 """
 
@@ -18,22 +19,33 @@ from tasks.resources import gpu_inventory
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+# Runs the check's main() and then says which of MLflow and Prefect its process had loaded: the
+# bare GPU machine has neither.
+RUN_AND_SAY_IMPORTS = ("import json, sys; from bench.gpu_check import main; code = main(sys.argv[1:]); "
+                       "heavy = sorted(m for m in ('mlflow', 'prefect') if m in sys.modules); "
+                       "print('HEAVY', json.dumps(heavy)); raise SystemExit(code)")
+
+
 @pytest.mark.integration
-def test_gpu_check_runs_the_cnn_jobs_on_the_cpu(tmp_path: Path) -> None:
+def test_gpu_check_runs_the_image_jobs_on_the_cpu(tmp_path: Path) -> None:
     if gpu_inventory().available:
         pytest.skip("a GPU is here: the check's GPU mode is for the GPU machine, not this test")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     env.pop("AUTOML_EVAL_HOME", None)
     ran = subprocess.run(
-        [sys.executable, "-m", "bench.gpu_check", "--no-probe", "--out", str(tmp_path / "out"),
-         "--job-seconds", "20", "--json", str(tmp_path / "figures.json")],
+        [sys.executable, "-c", RUN_AND_SAY_IMPORTS, "--no-probe", "--out", str(tmp_path / "out"),
+         "--sweep", "w0,w2", "--sweep-seconds", "20", "--job-seconds", "20",
+         "--json", str(tmp_path / "figures.json")],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
-    assert "no GPU here: the CNN jobs ran on the CPU only (GPU figures pending)" in ran.stdout
-    jobs = json.loads((tmp_path / "figures.json").read_text())["cnn_jobs"]
-    assert [(job["device"], job["setting"], job["status"]) for job in jobs] == [("cpu", "w0", "ok"),
-                                                                                ("cpu", "w2", "ok")]
+    assert "no GPU here: the image jobs ran on the CPU only (CPU mode; GPU figures pending)" in ran.stdout
+    assert "loader sweep (CPU mode: images/s and data-wait share only, no GPU utilisation)" in ran.stdout
+    assert "HEAVY []" in ran.stdout  # neither MLflow nor Prefect on the check's import path
+    jobs = json.loads((tmp_path / "figures.json").read_text())["image_jobs"]
+    assert [(job["device"], job["framework"], job["status"]) for job in jobs] == [
+        ("cpu", "cnn:w0", "ok"), ("cpu", "cnn:w2", "ok"), ("cpu", "mobilenet_finetune:w2", "ok")]
     assert all(job["train_images_per_s"] > 0 and job["epochs"] > 0 for job in jobs)
-    for setting in ("w0", "w2"):
-        folder = tmp_path / "out" / "cpu" / setting
+    assert jobs[-1]["pretrained_parameters"] > 0 and jobs[0]["pretrained_parameters"] == 0
+    for framework in ("cnn_w0", "cnn_w2", "mobilenet_finetune_w2"):
+        folder = tmp_path / "out" / "cpu" / framework
         assert {"result.json", "resources.csv", "training_curve.csv"} <= {p.name for p in folder.iterdir()}

@@ -202,3 +202,25 @@ def test_a_named_framework_that_takes_none_of_the_datasets_is_one_sentence() -> 
         resolve_plan("smoke", ["statsforecast"])
     # One dataset it takes is enough: the others' jobs are planned and skipped with the reason.
     assert [ref.id for ref in resolve_plan("smoke", ["constant"], ["penguins"]).frameworks] == ["constant"]
+
+
+def test_a_framework_run_where_available_is_refused_per_job_not_for_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "venvs"))  # no environment installed
+    plan = resolve_plan("images", budget="test")
+    entry = next(ref for ref in plan.frameworks if ref.name == "autogluon_mm")
+    assert entry.where_available and entry.id == "autogluon_mm@1.6.3"
+    assert plan.unavailable == {"autogluon_mm@1.6.3": (
+        "refused here: framework environment 'autogluon_mm@1.6.3' is not installed; install it with "
+        "`automl-eval frameworks install autogluon_mm@1.6.3` (or `make setup-frameworks` for all of them).")}
+    assert {"cnn", "mobilenet_finetune", "hgb"} <= {ref.id for ref in plan.frameworks}
+    # What an execution records re-plans it the same way (resume, retry).
+    again = resolve_plan("images", plan.selection()["frameworks"], budget="test")
+    assert again.unavailable == plan.unavailable
+    # Without the mark the same framework refuses the whole run, in one sentence.
+    with pytest.raises(UserError, match="framework environment 'autogluon_mm@1.6.3' is not installed"):
+        resolve_plan("images", [{"name": "autogluon_mm", "version": "1.6.3"}], budget="test")
+    # An unknown version is the suite's mistake, marked or not.
+    with pytest.raises(UserError, match="has no environment for version '9.9'"):
+        resolve_plan("images", [{"name": "autogluon_mm", "version": "9.9", "where_available": True}])

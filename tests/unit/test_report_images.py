@@ -49,3 +49,27 @@ def test_a_tabular_learner_on_a_pixel_table_is_listed_under_its_image_dataset(tm
     lines, _ = images.section(jobs, tmp_path, _table)
     verdict = "- digits: deep learning does not pay: cnn:w2 0.8200 against hgb (pixels) 0.9500 accuracy"
     assert verdict in "\n".join(lines)
+
+
+def test_the_section_says_whether_pretraining_pays_and_shows_a_refused_framework(tmp_path: Path) -> None:
+    reason = ("refused here: framework environment 'autogluon_mm@1.6.3' is not installed; install it with "
+              "`automl-eval frameworks install autogluon_mm@1.6.3`.")
+    jobs = pd.concat([
+        _jobs().assign(pretrained_parameters=np.where(_jobs()["framework"].str.startswith("cnn"), 0, np.nan)),
+        pd.DataFrame([
+            {"dataset": "digits", "framework": "mobilenet_finetune", "acc": 0.90, "ok": True, "epochs": 1.5,
+             "train_images_per_s": 40.0, "pretrained_parameters": 2.2e6},
+            {"dataset": "digits", "framework": "autogluon_mm@1.6.3", "ok": False, "status": "skipped",
+             "error": reason},
+            {"dataset": "digits_pixels", "framework": "autogluon_mm@1.6.3", "ok": False, "status": "skipped",
+             "error": "autogluon_mm does not handle tabular multiclass problems."},
+        ])], ignore_index=True)
+    text = "\n".join(images.section(jobs, tmp_path, _table)[0])
+    assert ("- digits: pretraining pays: mobilenet_finetune 0.9000 against cnn:w2 0.8200 accuracy (+0.0800), "
+            "1.50 against 2.00 epochs.") in text
+    assert f"- autogluon_mm@1.6.3: 1 jobs not run: {reason}" in text
+    assert "does not handle tabular" not in text
+    # Without a pretrained network there is no verdict to give, and it says so.
+    only_scratch = jobs[jobs["framework"] != "mobilenet_finetune"]
+    text = "\n".join(images.section(only_scratch, tmp_path, _table)[0])
+    assert "- digits: no pretrained network finished here, so no comparison." in text
