@@ -321,7 +321,7 @@ class RobustnessEvaluation(PostJobEvaluation):
     metrics: ClassVar[dict[str, str]] = {
         "robust_auc": "mean robustness AUC over the corruptions that apply (1 = never degrades)",
         "robust_FAMILY_auc": "robustness AUC of a corruption family (missing, noise, unit, category, "
-                             "feature_drop, text, stream): mean over its corruptions",
+                             "feature_drop, text, stream, image): mean over its corruptions",
         "robust_CORRUPTION_auc": "area under 1 - degradation over severity for one corruption, "
                                  "/ max severity",
         "robust_CORRUPTION_breaking": "smallest severity where result fell below the breaking threshold "
