@@ -67,7 +67,8 @@ def test_each_family_grows_with_severity_and_repeats_from_its_seed(name: str, ch
     def distance(severity: float, seed: int = 3) -> float:
         corrupted, mask = corrupt_images(layout, frame, corruption, severity, seed)
         after = np.stack([decode(data) for data in corrupted["image"]]).astype(float)
-        assert mask["image"].sum() == sum(a != b for a, b in zip(corrupted["image"], frame["image"], strict=True))
+        changed = [a != b for a, b in zip(corrupted["image"], frame["image"], strict=True)]
+        assert mask["image"].tolist() == changed
         return float(np.abs(after - np.stack(images)).mean())
 
     assert distance(0.0) == 0.0
@@ -106,3 +107,15 @@ def test_an_image_card_and_its_pixel_table_get_the_same_corrupted_images(built_c
         assert mask.to_numpy().any()
         # The pixel table keeps its column types: a tabular learner reads it as it was trained on it.
         assert out_pixels.dtypes.equals(on_pixels.X_test.dtypes)
+
+
+def test_the_report_puts_a_pixel_tables_robustness_under_its_image_dataset() -> None:
+    from tasks.report.images import image_datasets
+    from tasks.report.robustness import images_together
+
+    table = pd.DataFrame({"dataset": ["digits", "digits_pixels", "digits_pixels", "penguins"],
+                          "framework": ["cnn", "hgb", "constant", "hgb"], "robust_auc": [0.4, 0.6, 1.0, 0.9]})
+    together = images_together(table, image_datasets(table))
+    assert together["dataset"].tolist() == ["digits", "digits", "digits", "penguins"]
+    # The baseline keeps its name: it reads no pixel, and the robust ranking leaves it out by name.
+    assert together["framework"].tolist() == ["cnn", "hgb (pixels)", "constant", "hgb"]
