@@ -25,6 +25,7 @@ from tasks.evaluations.robustness.adversarial import AttackOutcome, AttackSettin
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
 from tasks.evaluations.robustness.gradient import GradientSettings, PixelOutcome, noise_cases, pixel_attacks
 from tasks.evaluations.robustness.images import IMAGE_FAMILY, image_layout
+from tasks.evaluations.robustness.images import preload as preload_image_transforms
 from tasks.evaluations.robustness.replay import ReplayCase, replay_path
 from tasks.evaluations.robustness.search import (
     BUILD_ERROR,
@@ -416,6 +417,8 @@ class RobustnessEvaluation(PostJobEvaluation):
                 (order.get(c, len(order)) for c in facts.streams(fold.X_test).get(t, [t])), default=0))
             chosen[name] = (entry.family, targets)
         scorer.targets = {name: targets for name, (_, targets) in chosen.items()}
+        if any(family == IMAGE_FAMILY for family, _ in chosen.values()):
+            preload_image_transforms()
         network, network_reason = torch_network_of(scorer.model)
         if network is not None:
             scorer.keep_rows = settings.coverage_rows

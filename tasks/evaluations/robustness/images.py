@@ -101,6 +101,12 @@ def _albumentations() -> tuple[Any, Any]:
     return albumentations, cv2
 
 
+def preload() -> None:
+    """Import albumentations before the first case, so its seconds of import are the stage's set-up,
+    not the first case's cost (from which the draws of later cases are planned)."""
+    _albumentations()
+
+
 # How each corruption's strength follows the severity s in (0, 1], for images of `height` x `width`
 # pixels: the parameters of its albumentations transform.
 def _occlusion(s: float, height: int, width: int) -> Any:
