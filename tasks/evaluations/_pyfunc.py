@@ -21,22 +21,34 @@ the other evaluations never load MLflow.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
 import pandas as pd
+from mlflow.models import ModelSignature, infer_signature
+from mlflow.types import ColSpec, DataType, Schema
 
+from tasks.errors import UserError
 from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
 from tasks.frameworks.registry import get_adapter, load_saved_model
 from tasks.predictions import PREDICTION as PREDICTION_COLUMN  # the columns of predictions.csv
-from tasks.predictions import PROBA_PREFIX
+from tasks.predictions import PROBA_PREFIX, is_proba_column
+from tasks.specs import load_dataset_spec
 
 HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, copied into the model
 # What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
 HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")
+EXAMPLE_ROWS = 5
+IMAGE_ROLE = "image"  # a column of encoded images (tasks.images.card.IMAGE_ROLE)
+NOT_NULL_EXPECTATIONS = ("ExpectColumnValuesToNotBeNull", "expect_column_values_to_not_be_null")
+
+logger = logging.getLogger("automl_eval.tracking")
 
 
 def predictions_frame(model: Any, task: Any, X: pd.DataFrame) -> pd.DataFrame:
@@ -78,11 +90,26 @@ def typed_by_roles(frame: pd.DataFrame, task: Any) -> pd.DataFrame:
     for column, role in task.column_roles.items():
         if column not in frame.columns:
             continue
-        if role == "numeric" and not pd.api.types.is_numeric_dtype(frame[column]):
+        if role == IMAGE_ROLE:
+            # A model served with its signature gets bytes (MLflow decodes the base64 of a binary
+            # column); one served without gets the base64 text a JSON body carries.
+            frame[column] = frame[column].map(_image_bytes)
+        elif role == "numeric" and not pd.api.types.is_numeric_dtype(frame[column]):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
         elif role == "categorical" and not isinstance(frame[column].dtype, pd.CategoricalDtype):
             frame[column] = frame[column].astype(object).astype("category")
     return frame
+
+
+def _image_bytes(value: Any) -> Any:
+    """An image as its encoded bytes: bytes stay, base64 text is decoded, anything else is left for
+    the model to refuse."""
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=False)
+        except (binascii.Error, ValueError):
+            return value
+    return bytes(value) if isinstance(value, (bytearray, memoryview)) else value
 
 
 def model_code_paths() -> list[str]:
@@ -90,9 +117,10 @@ def model_code_paths() -> list[str]:
     return [str(HARNESS_PACKAGE)]
 
 
-def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_version: str) -> Path:
-    """Write the job's pyfunc model to `destination`: the same wrapper, artifacts, code and pinned
-    requirements as the model tracking logs with the job (tasks/tracking/job_run.py)."""
+def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_version: str,
+                signature: ModelSignature | None = None) -> Path:
+    """Write the job's pyfunc model to `destination`: the same wrapper, artifacts, code, pinned
+    requirements and signature as the model tracking logs with the job (tasks/tracking/job_run.py)."""
     # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
     mlflow.pyfunc.save_model(
@@ -101,8 +129,83 @@ def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_ve
         artifacts={"model_dir": str(model_dir)},
         code_paths=model_code_paths(),
         pip_requirements=requirements(framework, framework_version),
+        signature=signature,
     )
     return destination
+
+
+# ---------------------------------------------------------------- the signature
+# MLflow infers `long` for an integer column, and a served model then refuses every row whose value
+# there is missing ("Failed to enforce schema": JSON's null becomes NaN, a float), although the
+# harness scored such rows. So an integer feature column is declared `double` unless its card rules
+# missing values out (ExpectColumnValuesToNotBeNull), and a numeric prediction is a `double` too.
+# A whole number still passes a `double` column; with no integer column left, MLflow has nothing to
+# warn about either. Encoded images (bytes) are inferred `binary`: base64 text in a JSON request.
+
+
+def never_missing(dataset: str) -> frozenset[str]:
+    """Columns the dataset's card says are never missing; none when the card cannot be read."""
+    try:
+        spec = load_dataset_spec(dataset)
+    except (UserError, OSError):
+        return frozenset()  # no card to go by: every integer column may then be missing
+    return frozenset(
+        str(expectation.kwargs["column"])
+        for expectation in spec.expectations
+        if expectation.expectation in NOT_NULL_EXPECTATIONS and "column" in expectation.kwargs
+    )
+
+
+def with_room_for_missing(frame: pd.DataFrame, complete: Iterable[str] = ()) -> pd.DataFrame:
+    """The frame with its integer columns as float64, except the `complete` ones (never missing)."""
+    kept = set(complete)
+    integers = [c for c in frame.columns if pd.api.types.is_integer_dtype(frame[c]) and c not in kept]
+    return frame.astype(dict.fromkeys(integers, "float64")) if integers else frame
+
+
+def signature_for(
+    example: pd.DataFrame, output: pd.DataFrame | None = None, complete: Iterable[str] = ()
+) -> tuple[ModelSignature, pd.DataFrame]:
+    """The signature for the model's input example and predictions, and the example as declared."""
+    example = with_room_for_missing(example, complete)
+    output = with_room_for_missing(output) if output is not None else None
+    # Inferred with every integer as a double, then the complete ones declared `long` again: MLflow
+    # warns about any integer column it infers, though the card has settled the question for these.
+    signature = infer_signature(with_room_for_missing(example), output)
+    kept = {c for c in example.columns if pd.api.types.is_integer_dtype(example[c])}
+    if kept:
+        signature.inputs = Schema([
+            ColSpec(DataType.long, spec.name, spec.required) if spec.name in kept else spec
+            for spec in signature.inputs.inputs
+        ])
+    return signature, example
+
+
+def signature_and_example(
+    example_file: Path, predictions_file: Path, complete: Iterable[str] = ()
+) -> tuple[Any, pd.DataFrame | None]:
+    """The model's signature and input example, from the first test rows the worker saved and the
+    predictions it made for them; (None, None) for a folder without them (older job folders).
+    Integer columns are declared double, room for a missing value, unless `complete` names them."""
+    if not example_file.is_file():
+        return None, None
+    try:
+        example = pd.read_parquet(example_file).head(EXAMPLE_ROWS)
+        # What a client sends is JSON: a category column arrives as strings, and is declared so.
+        for column in example.select_dtypes("category").columns:
+            example[column] = example[column].astype(object).where(example[column].notna(), None)
+        output = None
+        if predictions_file.is_file():
+            # Read as text: a class label "0" or "01" is a string the model returns, not a number.
+            predictions = pd.read_csv(predictions_file, nrows=EXAMPLE_ROWS, dtype={PREDICTION_COLUMN: str})
+            columns = [c for c in predictions.columns if c == PREDICTION_COLUMN or is_proba_column(c)]
+            output = predictions[columns].copy()
+            if not any(is_proba_column(c) for c in columns):  # regression, forecasting: values
+                output[PREDICTION_COLUMN] = pd.to_numeric(output[PREDICTION_COLUMN])
+        return signature_for(example, output, complete)
+    except Exception as exc:  # noqa: BLE001 - a model without a schema beats no model
+        logger.warning("model logged without a signature (%s: %s)", type(exc).__name__, exc)
+        return None, None
 
 
 def requirements(framework: str, framework_version: str, model_dir: Path | None = None) -> list[str]:

@@ -19,6 +19,7 @@ one core both share it (``info.load_placement`` says which).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -37,6 +38,7 @@ from tasks.evaluations._serving_load import CSV_DIR, HISTORY_CSV, LOAD_RESULT
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
 from tasks.frameworks.registry import FRAMEWORK_FILE
 from tasks.launch import PACKAGE_ROOT, python_environment
+from tasks.results import INPUT_EXAMPLE_FILE, PREDICTIONS_FILE
 
 PYFUNC_FOLDER = "pyfunc"  # the served model, inside the evaluation's folder
 BODIES_FILE = "bodies.jsonl"
@@ -174,7 +176,11 @@ class ServingEvaluation(PostJobEvaluation):
     def run(self, context: EvaluationContext) -> EvaluationResult:
         # MLflow takes seconds to import; the registry imports every evaluation module (to plan a run,
         # and in each evaluation's process), and only serving's run needs it.
-        from tasks.evaluations._pyfunc import save_pyfunc  # inside: MLflow, only when serving runs
+        from tasks.evaluations._pyfunc import (  # inside: MLflow, only when serving runs
+            never_missing,
+            save_pyfunc,
+            signature_and_example,
+        )
 
         settings: ServingSettings = context.settings  # type: ignore[assignment]
         folder = context.folder
@@ -185,8 +191,14 @@ class ServingEvaluation(PostJobEvaluation):
             "workers": context.budget.cores, "slo_ms": settings.slo_ms,
         }
         started = time.monotonic()
+        # The signature the logged model gets (tracking): serving checks requests against it, and a
+        # column of images is `binary`, base64 text in the JSON body.
+        job_dir = context.job_dir
+        signature, _ = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
+                                             never_missing(context.spec.name))
         model = save_pyfunc(context.model_dir, folder / PYFUNC_FOLDER, context.job.framework,
-                            _framework_version(context))
+                            _framework_version(context), signature=signature)
+        info["signature"] = signature.inputs.to_dict() if signature is not None else None
         info["pyfunc_build_s"] = time.monotonic() - started
         bodies = _write_bodies(context, folder / BODIES_FILE)
         server = ScoringServer(model, workers=context.budget.cores, cores=server_cores, log_dir=folder,
@@ -266,9 +278,15 @@ def _framework_version(context: EvaluationContext) -> str:
 
 
 def _write_bodies(context: EvaluationContext, path: Path) -> list[bytes]:
-    """One /invocations JSON body per test-fold row (dataframe_split, the way a client sends it)."""
+    """One /invocations JSON body per test-fold row (dataframe_split, the way a client sends it).
+    Encoded images (bytes) travel as base64 text, as MLflow's JSON format has a binary column."""
     X_test = context.fold.X_test
-    rows = X_test.iloc[: min(MAX_BODIES, len(X_test))]
+    rows = X_test.iloc[: min(MAX_BODIES, len(X_test))].copy()
+    for column in rows.columns:
+        if rows[column].map(lambda value: isinstance(value, (bytes, bytearray))).any():
+            rows[column] = rows[column].map(
+                lambda value: base64.b64encode(value).decode("ascii") if isinstance(value, (bytes, bytearray))
+                else value)
     lines = []
     for position in range(len(rows)):
         split = json.loads(rows.iloc[[position]].to_json(orient="split", index=False, date_format="iso"))

@@ -19,10 +19,13 @@ Other torchvision architectures get the image with its channels repeated to thre
 
 from __future__ import annotations
 
+import copy
+import io
 import json
 import math
 import re
 import time
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,13 +36,15 @@ from tasks.frameworks._checkpoints import Checkpoint, ImprovementCheckpoints
 from tasks.frameworks._checkpoints import candidates as checkpoint_candidates
 from tasks.frameworks._torchvision import import_torchvision
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
-from tasks.frameworks.capabilities import AnytimeCandidate, TorchNetwork
+from tasks.frameworks.capabilities import AnytimeCandidate, OnnxGraph, TorchNetwork, not_offered
 from tasks.images.codec import decode
 from tasks.results import CURVE_INFO_KEY
 from tasks.specs import Budget
 
 WEIGHTS_FILE = "cnn.pt"  # the network's state_dict
 SETTINGS_FILE = "cnn.json"  # architecture, input shape, labels: what load needs to rebuild it
+ONNX_INPUT = "pixels"  # the exported graph's input: decoded pixels, rows x channels x height x width
+ONNX_OPSET = 17
 IMAGE_ROLE = "image"
 # Below these sides (pixels) a ResNet's stem is made smaller so the last stage keeps a feature map.
 SMALL_STEM_BELOW = 64
@@ -166,6 +171,32 @@ class CNNModel(FittedModel):
                             inputs=lambda X: torch.from_numpy(self.pixels(X)).to(self.device),
                             classes=[str(c) for c in self.settings["labels"]],
                             clip_values=(0.0, 1.0), input_shape=self._shape())
+
+    def to_onnx(self, folder: Path) -> OnnxGraph:
+        """The network with a softmax on top, exported by ``torch.onnx.export``: a graph from the decoded
+        pixels (float32, rows x channels x height x width, in 0..1) to the class probabilities, any
+        batch size. Decoding the PNG bytes stays in Python (``feed``), as it is for the torch model."""
+        # torch and onnx are imported here, like every torch import of this module (see torch_network).
+        import onnx
+        import torch
+
+        network = torch.nn.Sequential(copy.deepcopy(self.network).to("cpu"), torch.nn.Softmax(dim=1)).eval()
+        example = torch.zeros((1, *self._shape()), dtype=torch.float32)
+        buffer = io.BytesIO()
+        try:
+            with warnings.catch_warnings():
+                # dynamo=False: the TorchScript exporter, still in torch 2.13 behind a DeprecationWarning.
+                # The default (dynamo=True) exporter needs onnxscript, which this stack does not install.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                torch.onnx.export(network, (example,), buffer, dynamo=False, opset_version=ONNX_OPSET,
+                                  input_names=[ONNX_INPUT], output_names=["probabilities"],
+                                  dynamic_axes={ONNX_INPUT: {0: "rows"}, "probabilities": {0: "rows"}})
+        except Exception as exc:  # noqa: BLE001 - any exporter failure is its verdict on this network
+            raise not_offered(exc) from None
+        return OnnxGraph(onnx.load_from_string(buffer.getvalue()), lambda X: {ONNX_INPUT: self.pixels(X)},
+                         output=0, classes=list(self.settings["labels"]),
+                         covers=f"the {self.settings['architecture']} network and its softmax "
+                                "(torch.onnx.export); PNG decoding in Python")
 
     def _logits(self, X: pd.DataFrame) -> np.ndarray:
         import torch

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.report import plots, ranking
+from tasks.report.images import image_datasets
 from tasks.report.jobs import DEFAULT_BASELINE
 from tasks.report.plots import _colors, _save, plt
 from tasks.vocabulary import RESULT
@@ -174,7 +175,25 @@ def interval_table(table: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.
                                                 "low", "high"]]
 
 
-FAMILIES = frozenset({"missing", "noise", "unit", "category", "feature_drop", "text", "stream"})
+FAMILIES = frozenset({"missing", "noise", "unit", "category", "feature_drop", "text", "stream", "image"})
+
+
+def images_together(frame: pd.DataFrame, shown: dict[str, str],
+                    baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
+    """A pixel table's rows under the image dataset it flattens, its framework marked `(pixels)`
+    (as the Images section lists it): the CNN on the images and a tabular learner on their pixels saw
+    the same corrupted images, so their curves, breaking points and ranks stand side by side. The
+    baseline keeps its name (it reads no pixel either way, and is left out of the ranks)."""
+    if frame.empty or not {"dataset", "framework"} <= set(frame.columns):
+        return frame
+    pixels = frame["dataset"].map(lambda d: shown.get(d, d)) != frame["dataset"]
+    if not pixels.any():
+        return frame
+    frame = frame.copy()
+    marked = pixels & (frame["framework"].astype(str) != baseline)
+    frame.loc[marked, "framework"] = frame.loc[marked, "framework"].astype(str) + " (pixels)"
+    frame.loc[pixels, "dataset"] = frame.loc[pixels, "dataset"].map(shown)
+    return frame
 
 
 def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alpha: float = 0.05,
@@ -182,6 +201,9 @@ def build(table: pd.DataFrame, cases: pd.DataFrame | None, folder: Path, *, alph
     """Every robustness table and figure, written under `folder`; None when no job has robust_auc."""
     if ROBUST_AUC not in table or not table[ROBUST_AUC].notna().any():
         return None
+    shown = image_datasets(table)
+    table = images_together(table, shown, baseline)
+    cases = images_together(cases, shown, baseline) if cases is not None else None
     robust, clean = robust_ranking(table, baseline)
     board = leaderboard(robust, clean) if not robust.empty else pd.DataFrame()
     block = complete_block(robust)

@@ -66,3 +66,20 @@ def test_unknown_params_and_architectures_are_one_sentence(fold, tmp_path: Path)
     with pytest.raises(ValueError, match="'alexnett' is not a torchvision classification architecture"):
         adapter.fit(fold.X_train, fold.y_train, task=fold.task, budget=BUDGET,
                     params={"architecture": "alexnett"}, workdir=tmp_path, seed=0)
+
+
+def test_the_network_exports_to_onnx_and_answers_as_torch_does(fold, tmp_path: Path) -> None:  # noqa: ANN001
+    from tasks.evaluations.export import graph_output
+
+    params = {"batch_size": 8, "epochs": 1, "_max_steps": 2, "_validation_rows": 4}
+    model = get_adapter("cnn").fit(fold.X_train, fold.y_train, task=fold.task, budget=BUDGET, params=params,
+                                   workdir=tmp_path, seed=0)
+    graph = model.to_onnx(tmp_path)  # a capability the fitted model offers; the export evaluation asks it
+    assert [i.name for i in graph.model.graph.input] == [cnn.ONNX_INPUT]
+    assert graph.classes == list(fold.task.classes)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(graph.model.SerializeToString())
+    onnx_proba = graph_output(graph, path, fold.task, threads=1)(fold.X_test)  # any batch size
+    np.testing.assert_allclose(onnx_proba, model.predict_proba(fold.X_test).to_numpy(), atol=1e-5)
+    np.testing.assert_allclose(graph_output(graph, path, fold.task, threads=1)(fold.X_test.iloc[:1]),
+                               model.predict_proba(fold.X_test.iloc[:1]).to_numpy(), atol=1e-5)

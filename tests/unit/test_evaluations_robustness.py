@@ -22,6 +22,7 @@ from tasks.evaluations.robustness import (
     frame_md5,
 )
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
+from tasks.evaluations.robustness.images import IMAGE_FAMILY
 from tasks.evaluations.robustness.search import FRAME, SearchSettings, search
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
 from tasks.frameworks.base import FittedModel
@@ -30,7 +31,9 @@ from tasks.plan import Job
 from tasks.specs import Budget, DatasetSpec, load_suite
 
 ROWS = 200
-AVAILABLE = [name for name, c in CORRUPTIONS.items() if not c.unavailable]
+# The corruptions whose severity is a share of cells; the image families (an intensity on every
+# image) have tests of their own (test_robustness_images.py).
+AVAILABLE = [name for name, c in CORRUPTIONS.items() if not c.unavailable and c.family != IMAGE_FAMILY]
 BUDGET = Budget(name="robust", time_s=5, cores=1, memory_mb=2000)
 
 

@@ -24,6 +24,8 @@ from tasks.evaluations.base import EvaluationContext, EvaluationResult, Evaluati
 from tasks.evaluations.robustness.adversarial import AttackOutcome, AttackSettings, attack_rows
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
 from tasks.evaluations.robustness.gradient import GradientSettings, PixelOutcome, noise_cases, pixel_attacks
+from tasks.evaluations.robustness.images import IMAGE_FAMILY, image_layout
+from tasks.evaluations.robustness.images import preload as preload_image_transforms
 from tasks.evaluations.robustness.replay import ReplayCase, replay_path
 from tasks.evaluations.robustness.search import (
     BUILD_ERROR,
@@ -221,12 +223,16 @@ class Scorer:
         entry = CORRUPTIONS[corruption]
         targets = self.targets[corruption] if target == FRAME else [target]
         draws = self.draws if phase in CURVE_PHASES else 1
+        # An image corruption is seeded by the image card, not by this table's data version: an image
+        # card and its pixel table (the flattened images) get the very same corrupted images.
+        version = (self.facts.image.seed_key if entry.family == IMAGE_FAMILY and self.facts.image is not None
+                   else self.data_version)
         case = Case(corruption, entry.family, target, severity, phase,
-                    corruption_seed=case_seed(self.data_version, self.fold_index, corruption, target,
+                    corruption_seed=case_seed(version, self.fold_index, corruption, target,
                                               severity, self.seed, first_draw), draws=draws)
         copies = []
         for draw in range(first_draw, first_draw + draws):
-            seeds = {t: case_seed(self.data_version, self.fold_index, corruption, t, severity,
+            seeds = {t: case_seed(version, self.fold_index, corruption, t, severity,
                                   self.seed, draw) for t in targets}
             try:
                 corrupted, mask = corrupt(self.X, entry, targets, severity, seeds.__getitem__, self.facts)
@@ -336,7 +342,7 @@ class RobustnessEvaluation(PostJobEvaluation):
     metrics: ClassVar[dict[str, str]] = {
         "robust_auc": "mean robustness AUC over the corruptions that apply (1 = never degrades)",
         "robust_FAMILY_auc": "robustness AUC of a corruption family (missing, noise, unit, category, "
-                             "feature_drop, text, stream): mean over its corruptions",
+                             "feature_drop, text, stream, image): mean over its corruptions",
         "robust_CORRUPTION_auc": "area under 1 - degradation over severity for one corruption, "
                                  "/ max severity",
         "robust_CORRUPTION_breaking": "smallest severity where result fell below the breaking threshold "
@@ -409,13 +415,14 @@ class RobustnessEvaluation(PostJobEvaluation):
         settings: RobustnessSettings = context.settings  # type: ignore[assignment]
         fold = context.fold
         multimodal = context.spec.modality == "multimodal"
-        facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal)
+        facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal,
+                           image=image_layout(context.spec, list(fold.X_test.columns)))
         scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed,
                         settings.draws)
         importance, importance_note = permutation_importance(scorer, settings.seed)
         conditions = {c: condition_column(fold.X_test, c, facts) for c in fold.X_test.columns}
         facts = FrameFacts(roles=facts.roles, importance=importance, multimodal=facts.multimodal,
-                           conditions=conditions)
+                           conditions=conditions, image=facts.image)
         scorer.facts = facts
         order = {column: rank for rank, column in enumerate(importance)}
         not_applicable: dict[str, str] = {}
@@ -435,6 +442,8 @@ class RobustnessEvaluation(PostJobEvaluation):
                 (order.get(c, len(order)) for c in facts.streams(fold.X_test).get(t, [t])), default=0))
             chosen[name] = (entry.family, targets)
         scorer.targets = {name: targets for name, (_, targets) in chosen.items()}
+        if any(family == IMAGE_FAMILY for family, _ in chosen.values()):
+            preload_image_transforms()
         network, network_reason = torch_network_of(scorer.model)
         if network is not None:
             scorer.keep_rows = settings.coverage_rows

@@ -11,6 +11,11 @@ here, as tab_err subclasses so the same mask machinery drives it:
 - `UnseenCategory`: a category value the model never saw in training;
 - the text perturbations of `tasks.evaluations.robustness.text` and the multimodal stream ones.
 
+The image corruptions (`tasks.evaluations.robustness.images`: occlusion, noise, blur,
+brightness/contrast, colour shift, JPEG, rotation, pixelation) are albumentations transforms on
+the test fold's images, registered here with the rest: this table is the one list of corruptions.
+For them a severity is the transform's strength, applied to every image.
+
 Every corruption is applied per target (a column, or a stream's columns) to the share `severity`
 of its rows, from a seed; so a case is fully determined by its inputs and two frameworks always
 see the same corrupted cells.
@@ -31,7 +36,9 @@ from tab_err.api import low_level
 from tab_err.error_mechanism import EAR, ECAR
 from tab_err.error_type import CategorySwap, MissingValue, Outlier, Typo, WrongUnit
 
-import tasks.evaluations.robustness.text as text  # the module, not the package that imports this one
+import tasks.evaluations.robustness.images as images  # the modules, not the package that imports this one
+import tasks.evaluations.robustness.text as text
+from tasks.images.card import IMAGE_ROLE
 from tasks.multimodal.cards import FEATURE_SEPARATOR
 
 UNSEEN_CATEGORY = "__unseen__"
@@ -135,6 +142,8 @@ class FrameFacts:
     importance: list[str] = field(default_factory=list)  # columns, most important first (the model's)
     multimodal: bool = False
     conditions: dict[str, str] = field(default_factory=dict)  # column -> its MAR condition column
+    # Where the fold holds its images (an image card's column, a pixel table's pixels); None: no images.
+    image: images.ImageLayout | None = None
 
     def columns(self, frame: pd.DataFrame, role: str) -> list[str]:
         return [c for c in frame.columns if self.roles.get(c) == role]
@@ -340,11 +349,29 @@ def _text_columns(frame: pd.DataFrame, facts: FrameFacts) -> list[str]:
 
 
 def _features(frame: pd.DataFrame, facts: FrameFacts) -> list[str]:
-    return [c for c in (facts.importance or list(frame.columns)) if c in frame.columns]
+    # An image column is one feature of its own kind: the image corruptions take it, not a drop.
+    return [c for c in (facts.importance or list(frame.columns))
+            if c in frame.columns and facts.roles.get(c) != IMAGE_ROLE]
 
 
 def _stream_names(frame: pd.DataFrame, facts: FrameFacts) -> list[str]:
     return sorted(facts.streams(frame))
+
+
+def _image_targets(frame: pd.DataFrame, facts: FrameFacts) -> list[str]:
+    return [facts.image.target] if facts.image is not None else []
+
+
+def _image(corruption: images.ImageCorruption) -> Apply:
+    """An image corruption on the fold's images (the whole frame: its one image, or its pixels)."""
+
+    def apply(frame: pd.DataFrame, target: str, severity: float, seed: int,
+              facts: FrameFacts) -> tuple[pd.DataFrame, pd.DataFrame]:
+        if facts.image is None:
+            raise ValueError("the fold holds no images")
+        return images.corrupt_images(facts.image, frame, corruption, severity, seed)
+
+    return apply
 
 
 _CLOCK = ("needs re-aligning and re-windowing from the raw streams, and the saved test fold holds "
@@ -390,6 +417,8 @@ CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in [
                _stream_names, _feature_drop, unavailable=_CLOCK),
     Corruption("clock_jitter", "stream", "a stream's clock jittered beyond the alignment tolerance",
                _stream_names, _feature_drop, unavailable=_CLOCK),
+    *(Corruption(c.name, images.IMAGE_FAMILY, f"{c.description}; severity s: {c.severity}", _image_targets,
+                 _image(c), reads="frame") for c in images.IMAGE_CORRUPTIONS),
 ]}
 
 
