@@ -288,8 +288,7 @@ def _constant_scores(context: EvaluationContext) -> dict[str, float]:
     baseline = get_adapter(BASELINE_FRAMEWORK).fit(fold.X_train, fold.y_train, task=fold.task,
                                                    budget=context.budget, params={},
                                                    workdir=context.folder, seed=0)
-    proba = baseline.predict_proba(fold.X_test) if fold.task.is_classification else None
-    return context.score(baseline.predict(fold.X_test), proba)
+    return context.score(*answer(baseline, fold.task, fold.X_test))  # read as every case is
 
 
 def permutation_importance(scorer: Scorer, seed: int) -> tuple[list[str], str]:

@@ -78,7 +78,7 @@ class NoProbabilities(Exception):
 def class_probabilities(model: Any, frame: pd.DataFrame, classes: list[str]) -> np.ndarray:
     """One predict_proba call: the rows' class probabilities, columns in `classes` order. The
     model's columns are matched to the classes as text (a model answering 0/1 and a task whose
-    classes read "0"/"1" agree); an answer whose columns are not the classes is an error."""
+    classes read "0"/"1" agree); an answer lacking a class's column is an error."""
     try:
         proba = model.predict_proba(frame)
     except (NotImplementedError, NotOffered) as exc:
@@ -91,7 +91,7 @@ def class_probabilities(model: Any, frame: pd.DataFrame, classes: list[str]) -> 
     if columns == list(classes) and values.shape[1] == len(classes):
         return values
     position = {c: i for i, c in enumerate(columns)}
-    if len(columns) != len(classes) or any(c not in position for c in classes):
+    if len(columns) != values.shape[1] or any(c not in position for c in classes):
         raise ValueError(f"predict_proba answered the columns {columns}, not the task's classes "
                          f"{list(classes)}")
     return values[:, [position[c] for c in classes]]
