@@ -8,7 +8,9 @@ stopped, and whether the stage cost at most the job's search budget (the target)
 figures: draws per curve point, HopSkipJump flip distances (median, 10th percentile, share within
 the flip budget, rows attacked, seconds spent), anomaly-capture AUROC, boundary density of the
 random corruptions and of the steered cases, what stopped generation, and whether the stage kept
-within its own time_s.
+within its own time_s; the boundary search's cost per query: model calls, vectors queried, and
+seconds per call and per vector (adversarial.csv; the stage asks a classifier through predict_proba
+only, one call per batch), with the seconds one call on the test fold costs the scorer.
 Run: `python -m bench.bench_robustness [--frameworks hgb,constant] [--datasets credit_data]`; by
 default every tabular framework on credit_data (binary) and penguins (multiclass).
 Figures, not a test: they depend on the machine and on what else runs on it.
@@ -21,6 +23,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
+
+import pandas as pd
 
 from tasks.evaluations.registry import all_evaluations
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
@@ -47,7 +51,8 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
     block = {"robustness": {**(extra or {}), "enabled": True, "time_s": time_s}}
     evaluated = run_evaluations(job, spec, job_dir, result, block)
     outcome = evaluated.evaluations["robustness"]
-    info = json.loads((evaluation_folder(job_dir, "robustness") / "result.json").read_text()).get("info", {})
+    folder = evaluation_folder(job_dir, "robustness")
+    info = json.loads((folder / "result.json").read_text()).get("info", {})
     cases = int(outcome["metrics"].get("robust_cases", 0))
     wall_s = float(outcome["wall_s"])
     return {
@@ -70,8 +75,25 @@ def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: P
         "features_changed": info.get("boundary", {}).get("adversarial", {}).get("features_changed"),
         "generation_stopped_by": info.get("generation_stopped_by"),
         "pixel_attacks": info.get("boundary", {}).get("pixel", {}).get("attacks"),
+        **_query_cost(folder / "adversarial.csv"),
+        "test_fold_call_s": _round(info.get("test_fold_call_s")),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def _query_cost(table: Path) -> dict[str, object]:
+    """The boundary search's cost per query, from adversarial.csv (one row per attacked row)."""
+    if not table.exists():
+        return {}
+    rows = pd.read_csv(table)
+    if rows.empty:
+        return {"adv_rows_attacked": 0}
+    wall, queries = float(rows["wall_s"].sum()), int(rows["queries"].sum())
+    calls = int(rows["calls"].sum()) if "calls" in rows.columns else None
+    return {"adv_rows_attacked": len(rows), "adv_cut_short": int(rows["cut_short"].sum()),
+            "adv_queries": queries, "adv_calls": calls,
+            "adv_s_per_query": round(wall / queries, 5) if queries else None,
+            "adv_s_per_call": round(wall / calls, 4) if calls else None}
 
 
 # Every tabular framework, the default of --frameworks.

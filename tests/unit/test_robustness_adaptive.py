@@ -17,10 +17,18 @@ from sklearn.linear_model import LogisticRegression
 from tasks.errors import UserError
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.registry import all_evaluations
-from tasks.evaluations.robustness import CaseCost, DrawPlanner, RobustnessSettings, Scorer, case_seed
-from tasks.evaluations.robustness.adversarial import AttackSettings, attack_rows
+from tasks.evaluations.robustness import (
+    CaseCost,
+    DrawPlanner,
+    RobustnessSettings,
+    Scorer,
+    answer,
+    case_seed,
+    permutation_importance,
+)
+from tasks.evaluations.robustness.adversarial import AttackSettings, attack_rows, class_probabilities, decide
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
-from tasks.evaluations.robustness.replay import REPLAY_DIR
+from tasks.evaluations.robustness.replay import REPLAY_DIR, ReplayCase, replay_adversarial
 from tasks.evaluations.robustness.search import FRAME, Case, Curve, degradation
 from tasks.evaluations.robustness.signals import (
     Observation,
@@ -239,8 +247,11 @@ def test_a_categorical_change_counts_one_unit_and_decodes_to_a_seen_category() -
     assert distance == pytest.approx(1.0) and changed == ["c"]
 
 
-class RaisesOnPredict(FittedModel):
+class RaisesOnProba(FittedModel):
     def predict(self, X: pd.DataFrame) -> np.ndarray:
+        raise RuntimeError("cannot predict on this")
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
         raise RuntimeError("cannot predict on this")
 
     def save(self, model_dir: Path) -> None:
@@ -250,10 +261,111 @@ class RaisesOnPredict(FittedModel):
 def test_an_attack_that_fails_is_recorded_and_the_rest_goes_on() -> None:
     X = pd.DataFrame({"a": np.arange(10.0), "b": np.arange(10.0) % 3})
     space = FeatureSpace.of(X, {})
-    outcome = attack_rows(RaisesOnPredict(), space, X, X, [0, 1, 2], ["0", "1"], 1.0, AttackSettings(),
+    outcome = attack_rows(RaisesOnProba(), space, X, X, [0, 1, 2], ["0", "1"], 1.0, AttackSettings(),
                           lambda: True)
     assert len(outcome.attacks) == 3 and all("cannot predict" in a.error for a in outcome.attacks)
-    assert outcome.metrics(1.0) == {"robust_adv_errors": 3.0}
+    assert outcome.metrics(1.0) == {"robust_adv_errors": 3.0} and not outcome.not_applicable
+
+
+class LabelsOnly(FittedModel):
+    """A classifier that answers labels but no class probabilities (FittedModel's default)."""
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return np.where(X["a"].to_numpy() > 4, "1", "0")
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+def test_a_classifier_without_probabilities_is_not_applicable_with_the_reason() -> None:
+    X = pd.DataFrame({"a": np.arange(10.0), "b": np.arange(10.0) % 3})
+    outcome = attack_rows(LabelsOnly(), FeatureSpace.of(X, {}), X, X, [0, 1, 2], ["0", "1"], 1.0,
+                          AttackSettings(), lambda: True)
+    assert outcome.attacks == [] and outcome.metrics(1.0) == {}
+    assert "offers no class probabilities" in outcome.not_applicable
+    assert outcome.stop_reason.startswith("not applicable: ")
+
+
+class ProbaOnly(FittedModel):
+    """A real model asked through predict_proba alone: its predict raises, its calls are counted."""
+
+    def __init__(self, model: object, columns: list[str] | None = None) -> None:
+        self.model, self.columns, self.proba_calls = model, columns, 0
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        raise AssertionError("predict was called: the stage must read decisions through predict_proba")
+
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        self.proba_calls += 1
+        if self.columns is None:  # a wrapped FittedModel: its own frame
+            return self.model.predict_proba(X)  # type: ignore[attr-defined]
+        fitted = self.model
+        return pd.DataFrame(fitted.predict_proba(X[self.columns]), columns=fitted.classes_)  # type: ignore[attr-defined]
+
+    def save(self, model_dir: Path) -> None:
+        pass
+
+
+def test_the_attack_asks_only_predict_proba_and_still_finds_the_analytic_flip() -> None:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(0, 2, 300), "b": rng.normal(5, 1, 300)})
+    y = (X["a"] / 2 + (X["b"] - 5) > 0.3).astype(int).to_numpy()  # numeric labels; the task's read "0"/"1"
+    fitted = LogisticRegression().fit(X, y)
+    model = ProbaOnly(fitted, ["a", "b"])
+    space = FeatureSpace.of(X, {"a": "numeric", "b": "numeric"})
+    rows = [0, 1, 2]
+    outcome = attack_rows(model, space, X, X, rows, ["0", "1"], 1.0, AttackSettings(max_iter=20),
+                          lambda: True)
+    assert all(a.flipped and not a.error for a in outcome.attacks), [a.error for a in outcome.attacks]
+    analytic = np.abs(X.to_numpy()[rows] @ fitted.coef_[0] + fitted.intercept_[0]) / np.linalg.norm(
+        fitted.coef_[0] * space.spread)
+    found = np.array([a.distance for a in outcome.attacks])
+    assert np.all(found >= analytic * 0.99) and np.all(found <= analytic * 1.3), found / analytic
+    # One predict_proba call per batch the attack asked about, and nothing else.
+    assert model.proba_calls == outcome.calls == sum(a.calls for a in outcome.attacks) > 0
+    assert all(a.before == str(fitted.predict(X.iloc[[a.row]])[0]) for a in outcome.attacks)
+    assert all(a.after != a.before and a.after in ("0", "1") for a in outcome.attacks)
+
+
+def test_decisions_follow_the_task_class_order_whatever_the_model_column_order() -> None:
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame({"a": rng.normal(0, 1, 90), "b": rng.normal(0, 1, 90)})
+    y = np.digitize(X["a"] + X["b"], [-0.5, 0.5])  # 0, 1, 2 as integers
+    model = ProbaOnly(LogisticRegression().fit(X, y), ["a", "b"])
+    classes = ["2", "0", "1"]  # not the model's column order, and text where the model answers ints
+    values = class_probabilities(model, X, classes)
+    expected = model.model.predict(X).astype(str)  # type: ignore[attr-defined]
+    assert list(decide(values, classes)) == list(expected)
+    np.testing.assert_allclose(values[:, 0], model.model.predict_proba(X)[:, 2])  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"not the task's classes \['no', 'yes'\]"):
+        class_probabilities(model, X, ["no", "yes"])
+
+
+def test_the_stage_reads_a_classifier_through_one_predict_proba_call_per_frame(
+        project: dict[str, DatasetSpec], tmp_path: Path) -> None:
+    context, reference = _hgb_context(project["binary"], tmp_path)
+    model = ProbaOnly(context.model)
+    scorer = Scorer(context, model, reference.facts, {"gaussian_noise": ["x1", "x2"]}, 0.5, 0, draws=2)
+    assert model.proba_calls == 1  # the clean fold: labels and probabilities from one call
+    # The decision is predict_proba's argmax: on hgb (no threshold of its own) the same clean score.
+    assert scorer.clean == pytest.approx(reference.clean)
+    case = scorer("gaussian_noise", FRAME, 0.5, "preset")
+    assert case.status == "ok", case.error
+    assert model.proba_calls == 2  # both draws of the case in one call
+    order, note = permutation_importance(scorer, 0)
+    assert note == "" and model.proba_calls == 3
+    fold = context.fold
+    predictions, proba = answer(model, fold.task, fold.X_test)
+    assert proba is not None and list(proba.columns) == list(fold.task.classes)
+    assert list(predictions) == list(reference.model.predict(fold.X_test))
+    space = FeatureSpace.of(fold.X_train, dict(fold.task.column_roles))
+    outcome = steer(model, space, fold.X_test, [str(c) for c in fold.task.classes], scorer.observed,
+                    SteerSettings(target=1.0, max_rounds=1), lambda: True)
+    assert outcome.rounds == 1 and outcome.cases > 0
+    replayed = ReplayCase("adversarial", row=0, perturbed={}, before=str(predictions[0]))
+    before = model.proba_calls
+    replay_adversarial(replayed, lambda frame: answer(model, fold.task, frame)[0], fold.X_test, None)
+    assert replayed.still_breaks is False and model.proba_calls == before + 1
 
 
 # ---------------------------------------------------------------- signals and steering

@@ -21,7 +21,13 @@ from pydantic import Field, field_validator
 import tasks.evaluations.robustness.replay as replay  # the module: its names (load, save) are generic
 from tasks.align import alignment_metrics
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
-from tasks.evaluations.robustness.adversarial import AttackOutcome, AttackSettings, attack_rows
+from tasks.evaluations.robustness.adversarial import (
+    AttackOutcome,
+    AttackSettings,
+    attack_rows,
+    class_probabilities,
+    decide,
+)
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
 from tasks.evaluations.robustness.gradient import GradientSettings, PixelOutcome, noise_cases, pixel_attacks
 from tasks.evaluations.robustness.images import IMAGE_FAMILY, image_layout
@@ -153,7 +159,14 @@ class Scorer:
 
     A curve case (phase preset or bisect) is drawn `draws` times with other seeds; a coverage case
     once. Every scored copy's per-row confidence and correctness are kept (`observed`) for the
-    effectiveness signals."""
+    effectiveness signals.
+
+    A classifier is asked once per frame, through predict_proba: its decision is the class of
+    highest probability, the one its margin and confidence measure (as the boundary search and the
+    steering read it), so a copy costs one model call, not two (H2O answers each through a REST
+    round trip). Where a framework's own predict thresholds otherwise (H2O's max-F1 threshold on
+    binary problems) the stage's clean result can differ from the job's own score; every case is
+    scored the same way, so the degradations compare."""
 
     def __init__(self, context: EvaluationContext, model: Any, facts: FrameFacts,
                  targets: dict[str, list[str]], breaking_share: float, seed: int, draws: int = 1) -> None:
@@ -185,20 +198,8 @@ class Scorer:
             return [s for f in frames for s in self.predict_and_score_copies([f], observe, source)]
         stacked = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         called = time.perf_counter()
-        predictions = np.asarray(self.model.predict(stacked))
-        if len(predictions) != len(stacked):
-            raise ValueError(f"returned {len(predictions)} predictions for {len(stacked)} rows")
-        proba = None
-        if self.task.is_classification:
-            proba = self.model.predict_proba(stacked)
-            values = np.asarray(proba, dtype=float)
-            if values.shape[0] != len(stacked):
-                raise ValueError(f"returned {values.shape[0]} probability rows for {len(stacked)} rows")
-            if not np.isfinite(values).all():
-                raise ValueError("returned NaN or infinite probabilities")
-        elif not np.isfinite(predictions.astype(float)).all():
-            raise ValueError("returned NaN or infinite predictions")
-        if len(frames) == 1:  # the cost of one call on the test fold (its predict and predict_proba)
+        predictions, proba = answer(self.model, self.task, stacked)
+        if len(frames) == 1:  # the cost of one call on the test fold
             spent = time.perf_counter() - called
             self.call_s = 0.8 * self.call_s + 0.2 * spent if self.call_s else spent
         rows, scores = len(frames[0]), []
@@ -263,21 +264,38 @@ class Scorer:
         return case
 
 
+def answer(model: Any, task: Any, frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame | None]:
+    """(predictions, probabilities) of `frame` from one model call, checked: a classifier's
+    predict_proba (columns in the task's class order; the prediction its argmax), a regressor's
+    predict."""
+    if not task.is_classification:
+        predictions = np.asarray(model.predict(frame))
+        if len(predictions) != len(frame):
+            raise ValueError(f"returned {len(predictions)} predictions for {len(frame)} rows")
+        if not np.isfinite(predictions.astype(float)).all():
+            raise ValueError("returned NaN or infinite predictions")
+        return predictions, None
+    classes = list(task.classes)
+    values = class_probabilities(model, frame, [str(c) for c in classes])
+    if not np.isfinite(values).all():
+        raise ValueError("returned NaN or infinite probabilities")
+    return decide(values, classes), pd.DataFrame(values, columns=classes)
+
+
 def _constant_scores(context: EvaluationContext) -> dict[str, float]:
     """The constant predictor's scores on this fold: what a failed case scores, and the curve's floor."""
     fold = context.fold
     baseline = get_adapter(BASELINE_FRAMEWORK).fit(fold.X_train, fold.y_train, task=fold.task,
                                                    budget=context.budget, params={},
                                                    workdir=context.folder, seed=0)
-    proba = baseline.predict_proba(fold.X_test) if fold.task.is_classification else None
-    return context.score(baseline.predict(fold.X_test), proba)
+    return context.score(*answer(baseline, fold.task, fold.X_test))  # read as every case is
 
 
 def permutation_importance(scorer: Scorer, seed: int) -> tuple[list[str], str]:
     """Columns by the drop in `result` when each one's test values are shuffled, most important first.
 
-    All shuffled copies go through the model in one predict call (cheap for models with a large
-    per-call cost). If the model cannot take it, the card's column order stands, and why is returned.
+    All shuffled copies go through the model in one call (cheap for models with a large per-call
+    cost). If the model cannot take it, the card's column order stands, and why is returned.
     """
     X, columns = scorer.X, list(scorer.X.columns)
     if len(columns) < 2:
@@ -290,8 +308,7 @@ def permutation_importance(scorer: Scorer, seed: int) -> tuple[list[str], str]:
         copies.append(shuffled)
     stacked = pd.concat(copies, ignore_index=True)
     try:
-        predictions = np.asarray(scorer.model.predict(stacked))
-        proba = scorer.model.predict_proba(stacked) if scorer.task.is_classification else None
+        predictions, proba = answer(scorer.model, scorer.task, stacked)
         drops = {}
         for index, column in enumerate(columns):
             rows = slice(index * len(X), (index + 1) * len(X))
@@ -515,6 +532,7 @@ class RobustnessEvaluation(PostJobEvaluation):
                   "importance": importance[:20],
                   "importance_note": importance_note, "clean_result": scorer.clean,
                   "constant_result": scorer.constant, "setup_s": setup_s,
+                  "test_fold_call_s": scorer.call_s,  # one model call on the test fold, running mean
                   "cases_s": float(sum(c.wall_s for c in cases)),
                   "failures": sorted({c.error for c in cases if c.status == "failure"})[:10],
                   "boundary": boundary.info, "generation_stopped_by": boundary.stopped_by,
@@ -618,6 +636,8 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
                              attack_settings, _RowTimer(attack_time, mean_row_s),
                              lambda: context.time_left_s() > attack_floor)
         out.attack = attack
+        if attack.not_applicable:
+            out.not_applicable["adversarial"] = attack.not_applicable
         out.metrics.update(attack.metrics(settings.flip_budget))
         out.metrics["robust_adv_s"] = time.perf_counter() - started
         table = pd.DataFrame([asdict(a) for a in attack.attacks])
@@ -627,11 +647,12 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
         out.info["adversarial"] = {
             "stop_reason": attack.stop_reason, "planned": attack.planned, "attacked": len(attack.attacks),
             "features_changed": attack.features_changed(), "errors": errors[:5],
-            "kind": "black-box (HopSkipJump, decision-based)",
+            "model_calls": attack.calls, "s_per_call": attack.call_s / attack.calls if attack.calls else None,
+            "kind": "black-box (HopSkipJump, decision-based, through predict_proba only)",
             "units": "numeric features in training spreads; a category change is one unit"}
         if attack.boundary_rows is not None and classes is not None:
             try:
-                proba = np.asarray(scorer.model.predict_proba(attack.boundary_rows), dtype=float)
+                proba = class_probabilities(scorer.model, attack.boundary_rows, classes)
                 scorer.observed.append(Observation.of(proba, None, None))
             except Exception as exc:  # noqa: BLE001 - the signals go on without these rows
                 out.info["adversarial"]["signal_error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -838,6 +859,9 @@ def _replay(context: EvaluationContext, scorer: Scorer, settings: RobustnessSett
         spread = float(pd.to_numeric(context.fold.y_train, errors="coerce").std())
         move = settings.regression_share * (spread if np.isfinite(spread) and spread > 0 else 1.0)
 
+    def predict(frame: pd.DataFrame) -> np.ndarray:  # one model call, the decisions the stage reads
+        return answer(scorer.model, scorer.task, frame)[0]
+
     def run_corruption(case: ReplayCase) -> None:
         if case.corruption not in CORRUPTIONS:
             case.result = f"corruption {case.corruption} no longer exists"
@@ -849,7 +873,7 @@ def _replay(context: EvaluationContext, scorer: Scorer, settings: RobustnessSett
         case.result = f"degradation {found.degradation:.3f} ({found.status})"
 
     stop = replay.replay_all(cases, run_corruption,
-                             lambda c: replay.replay_adversarial(c, scorer.model, X, move), len(X), has_time)
+                             lambda c: replay.replay_adversarial(c, predict, X, move), len(X), has_time)
     return cases, "; ".join(n for n in (note, stop) if n)
 
 

@@ -1,16 +1,22 @@
 """Adversarial boundary samples: the smallest perturbation of a test row that flips its prediction.
 
-Black-box and decision-based, through the model's predictions only, so every framework is treated
-alike: the Adversarial Robustness Toolbox's HopSkipJump (Chen et al. 2020) walks along the decision
-boundary from a random point of another class towards the row. It searches in the
-`FeatureSpace` (numeric features in spreads, a category change one unit). For regression the
-"class" is whether the prediction moved by at least `regression_share` of the target's spread.
+Black-box, through the model's `predict_proba` only, so every framework is treated alike: the
+decision is the class of highest probability (in the task's class order, the column order
+predict_proba answers), never the framework's own `predict`, which may apply a threshold of its
+own (H2O's max-F1 threshold on binary problems) and, through H2O's REST client, costs a second
+round trip. The Adversarial Robustness Toolbox's HopSkipJump (Chen et al. 2020) is given an ART
+`BlackBoxClassifier` whose function answers the one-hot of that decision, and walks along the
+decision boundary from a random point of another class towards the row. It searches in the
+`FeatureSpace` (numeric features in spreads, a category change one unit). A classification model
+that offers no class probabilities is not attacked: the outcome says so (`not_applicable`). For
+regression the "class" is whether the prediction moved by at least `regression_share` of the
+target's spread (read through `predict`, the only answer a regression model has).
 
 Each row is attacked on its own, so a time limit ends the search between rows with what was found
 kept; an attack that raises on a row is recorded with its error and the next row goes on. The time
-is also checked before every query: a model whose predict call is slow (H2O's REST round trip, a
-second or so on a loaded machine; about 100 calls make a row) would otherwise take its row past the
-stage's limit. A row cut short that way keeps the nearest flipped point the search had queried
+is also checked before every query: a model whose call is slow (H2O's REST round trip, a second or
+so on a loaded machine; about 100 calls make a row) would otherwise take its row past the stage's
+limit. A row cut short that way keeps the nearest flipped point the search had queried
 (`cut_short`): like HopSkipJump's own answer, an upper bound of the minimal distance, looser.
 """
 
@@ -26,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.evaluations.robustness.space import FeatureSpace
+from tasks.frameworks.capabilities import NotOffered
 
 PINNED = 1e-4  # half-width of the clip box of a coordinate the attack must not move
 
@@ -53,7 +60,8 @@ class RowAttack:
     after: str = ""
     perturbed: dict[str, Any] = field(default_factory=dict)  # changed columns -> new value (for replay)
     error: str = ""
-    queries: int = 0
+    queries: int = 0  # vectors the attack asked about
+    calls: int = 0  # model calls they took (one predict_proba call per batch)
     wall_s: float = 0.0
     cut_short: bool = False  # the time ran out inside the row: the nearest flip queried so far
 
@@ -62,12 +70,50 @@ class OutOfTime(Exception):
     """Raised by the oracle when no time is left for another query."""
 
 
+class NoProbabilities(Exception):
+    """The classification model offers no class probabilities: the attack, which reads its
+    decisions through predict_proba alone, does not apply."""
+
+
+def class_probabilities(model: Any, frame: pd.DataFrame, classes: list[str]) -> np.ndarray:
+    """One predict_proba call: the rows' class probabilities, columns in `classes` order. The
+    model's columns are matched to the classes as text (a model answering 0/1 and a task whose
+    classes read "0"/"1" agree); an answer lacking a class's column is an error."""
+    try:
+        proba = model.predict_proba(frame)
+    except (NotImplementedError, NotOffered) as exc:
+        raise NoProbabilities(f"the model offers no class probabilities ({exc}); the black-box search "
+                              "reads its decisions through predict_proba") from exc
+    values = np.asarray(proba, dtype=float)
+    if values.ndim != 2 or values.shape[0] != len(frame):
+        raise ValueError(f"predict_proba returned shape {values.shape} for {len(frame)} rows")
+    columns = [str(c) for c in proba.columns] if isinstance(proba, pd.DataFrame) else list(classes)
+    if columns == list(classes) and values.shape[1] == len(classes):
+        return values
+    position = {c: i for i, c in enumerate(columns)}
+    if len(columns) != values.shape[1] or any(c not in position for c in classes):
+        raise ValueError(f"predict_proba answered the columns {columns}, not the task's classes "
+                         f"{list(classes)}")
+    return values[:, [position[c] for c in classes]]
+
+
+def decide(values: np.ndarray, classes: list[Any]) -> np.ndarray:
+    """The class of highest probability per row (`values` in `classes` order; a tie goes to the
+    first, as argmax breaks it)."""
+    chosen = np.empty(len(values), dtype=object)
+    chosen[:] = [classes[i] for i in np.asarray(values, dtype=float).argmax(axis=1)]
+    return chosen
+
+
 @dataclass
 class AttackOutcome:
     attacks: list[RowAttack]
     planned: int
     stop_reason: str
     boundary_rows: pd.DataFrame | None = None  # the perturbed rows found, one per flipped attack
+    not_applicable: str = ""  # why no row was attacked (a classifier without class probabilities)
+    calls: int = 0  # model calls over every row, and the seconds inside them
+    call_s: float = 0.0
 
     def metrics(self, budget: float) -> dict[str, float]:
         done = [a for a in self.attacks if not a.error]
@@ -92,23 +138,43 @@ class AttackOutcome:
 
 
 class Oracle:
-    """The model as the attack sees it: vectors in, one-hot decisions out, queries counted."""
+    """The model as the attack sees it: vectors in, one-hot decisions out, queries counted.
+    Classification reads one predict_proba call per batch (the decision: its argmax); regression,
+    one predict call."""
 
     def __init__(self, model: Any, space: FeatureSpace, classes: list[str] | None, target_spread: float,
                  settings: AttackSettings, may_query: Callable[[], bool] = lambda: True) -> None:
         self.model, self.space, self.classes = model, space, classes
         self.target_spread, self.settings, self.queries = target_spread, settings, 0
         self.may_query = may_query
+        self.calls, self.call_s = 0, 0.0
         # The nearest flipped point queried for the current row: (distance, its decoded frame row).
         self.nearest: tuple[float, pd.DataFrame] | None = None
 
     def labels(self, frame: pd.DataFrame) -> np.ndarray:
-        return np.asarray(self.model.predict(frame)).astype(str)
+        """The decisions on `frame`, as class text, from one predict_proba call."""
+        assert self.classes is not None  # classification only
+        started = time.perf_counter()
+        try:
+            return decide(class_probabilities(self.model, frame, self.classes), self.classes).astype(str)
+        finally:
+            self.calls += 1
+            self.call_s += time.perf_counter() - started
+
+    def values(self, frame: pd.DataFrame) -> np.ndarray:
+        """Regression: the predictions on `frame`, from one predict call."""
+        started = time.perf_counter()
+        try:
+            return np.asarray(self.model.predict(frame), dtype=float)
+        finally:
+            self.calls += 1
+            self.call_s += time.perf_counter() - started
 
     def decision(self, template: pd.DataFrame, mutable: np.ndarray,
                  reference: Any) -> Callable[..., np.ndarray]:
-        """predict_fn for one row: classification, one-hot over the classes; regression, one-hot of
-        (moved by less, moved by at least regression_share x the target's spread)."""
+        """predict_fn for one row, given to ART's BlackBoxClassifier: classification, the one-hot of
+        predict_proba's argmax over the classes; regression, the one-hot of (moved by less, moved by
+        at least regression_share x the target's spread)."""
 
         original = self.space.encode(template)[0][0]
 
@@ -120,7 +186,7 @@ class Oracle:
             frame = self.space.decode(vectors, pd.concat([template] * n, ignore_index=True),
                                       np.repeat(mutable, n, axis=0))
             if self.classes is None:
-                moved = np.abs(np.asarray(self.model.predict(frame), dtype=float) - float(reference))
+                moved = np.abs(self.values(frame) - float(reference))
                 hit = moved >= self.settings.regression_share * self.target_spread
                 self._keep_nearest(frame, hit, original)
                 return np.eye(2)[hit.astype(int)]
@@ -155,6 +221,7 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
 
     low, high = space.bounds(train)
     oracle = Oracle(model, space, classes, target_spread, settings, may_query)
+    outcome = AttackOutcome([], len(rows), "")
     vectors, mutable = space.encode(X)
     attacks: list[RowAttack] = []
     found: list[pd.DataFrame] = []
@@ -165,7 +232,7 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
         if not has_time():
             stop = f"time limit reached after {len(attacks)} of {len(rows)} planned rows"
             break
-        started, before_queries = time.perf_counter(), oracle.queries
+        started, before_queries, before_calls = time.perf_counter(), oracle.queries, oracle.calls
         template = X.iloc[[position]].reset_index(drop=True)
         row_mutable = mutable[[position]]
         original = vectors[[position]]
@@ -173,7 +240,7 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
         oracle.nearest = None
         try:
             if classes is None:
-                reference = float(np.asarray(model.predict(template), dtype=float)[0])
+                reference = float(oracle.values(template)[0])
                 attack.before, n_classes = f"{reference:.6g}", 2
             else:
                 reference = oracle.labels(template)[0]
@@ -200,7 +267,7 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
                 perturbed = oracle.nearest[1]
             encoded, _ = space.encode(perturbed)
             if classes is None:
-                after = float(np.asarray(model.predict(perturbed), dtype=float)[0])
+                after = float(oracle.values(perturbed)[0])
                 attack.after = f"{after:.6g}"
                 attack.flipped = abs(after - reference) >= settings.regression_share * target_spread
             else:
@@ -210,15 +277,22 @@ def attack_rows(model: Any, space: FeatureSpace, X: pd.DataFrame, train: pd.Data
                 attack.distance, attack.changed = space.distance(original[0], encoded[0])
                 attack.perturbed = {c: _plain(perturbed.loc[0, c]) for c in attack.changed}
                 found.append(perturbed)
+        except NoProbabilities as exc:  # the model's own answer, not a failure: no row can be attacked
+            outcome.not_applicable = str(exc)
+            stop = f"not applicable: {exc}"
+            break
         except Exception as exc:  # noqa: BLE001 - an attack that fails on a model is recorded; the rest goes on
             attack.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         attack.queries = oracle.queries - before_queries
+        attack.calls = oracle.calls - before_calls
         attack.wall_s = time.perf_counter() - started
         attacks.append(attack)
         if attack.cut_short:
             break
-    boundary = pd.concat(found, ignore_index=True) if found else None
-    return AttackOutcome(attacks, len(rows), stop, boundary)
+    outcome.attacks, outcome.stop_reason = attacks, stop
+    outcome.boundary_rows = pd.concat(found, ignore_index=True) if found else None
+    outcome.calls, outcome.call_s = oracle.calls, oracle.call_s
+    return outcome
 
 
 def _plain(value: Any) -> Any:

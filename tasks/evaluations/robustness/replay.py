@@ -73,16 +73,19 @@ def save(path: Path, data_version: str, cases: list[ReplayCase]) -> None:
     tmp.replace(path)
 
 
-def replay_adversarial(case: ReplayCase, model: Any, X: pd.DataFrame, regression_move: float | None) -> None:
-    """Rebuild the perturbed row and ask the model again. Classification: it still breaks when the
-    prediction on it differs from the prediction on the clean row now; regression: when it moves the
-    prediction by at least `regression_move`."""
+def replay_adversarial(case: ReplayCase, predict: Callable[[pd.DataFrame], np.ndarray], X: pd.DataFrame,
+                       regression_move: float | None) -> None:
+    """Rebuild the perturbed row and ask the model again, the clean row and the perturbed one in one
+    call of `predict` (the decisions the search read: for a classifier, predict_proba's argmax).
+    Classification: it still breaks when the prediction on it differs from the prediction on the
+    clean row now; regression: when it moves the prediction by at least `regression_move`."""
     template = X.iloc[[case.row]].reset_index(drop=True)
     perturbed = template.copy()
     for column, value in (case.perturbed or {}).items():
         if column in perturbed.columns:
             perturbed[column] = pd.Series([value], dtype=object).astype(perturbed[column].dtype)
-    clean, moved = np.asarray(model.predict(template)), np.asarray(model.predict(perturbed))
+    answers = np.asarray(predict(pd.concat([template, perturbed], ignore_index=True)))
+    clean, moved = answers[:1], answers[1:]
     if regression_move is None:
         case.still_breaks = str(moved[0]) != str(clean[0])
         case.result = f"clean {clean[0]}, perturbed {moved[0]}"

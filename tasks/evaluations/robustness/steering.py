@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.evaluations.robustness.adversarial import class_probabilities, decide
 from tasks.evaluations.robustness.signals import (
     Observation,
     anomaly_capture,
@@ -74,9 +75,9 @@ class BoundarySteer:
             self.unable = "no numeric or categorical feature to move along"
             return
         self.vectors, self.mutable = space.encode(X)
-        proba = np.asarray(model.predict_proba(X), dtype=float)
-        self.classes = np.asarray(classes)
-        self.labels = self.classes[proba.argmax(axis=1)]
+        self.classes = list(classes)
+        proba = class_probabilities(model, X, self.classes)
+        self.labels = decide(proba, self.classes).astype(str)
         if len(set(self.labels)) < 2:
             self.unable = "the model puts every test row in one class: no boundary to steer towards"
             return
@@ -109,7 +110,7 @@ class BoundarySteer:
         step = far - near
         ends = space.decode(np.vstack([near + low[:, None] * step, near + high[:, None] * step]),
                             pd.concat([templates, templates], ignore_index=True), np.vstack([keep, keep]))
-        both = Observation.of(np.asarray(self.model.predict_proba(ends), dtype=float), None, None)
+        both = Observation.of(class_probabilities(self.model, ends, self.classes), None, None)
         n = len(firsts)
         closer = both.margin[:n] <= both.margin[n:]
         found = Observation(np.where(closer, both.margin[:n], both.margin[n:]),
@@ -125,11 +126,11 @@ class BoundarySteer:
                             self.cases, self.rounds, reason)
 
 
-def _decisions(model: Any, frame: pd.DataFrame, classes: np.ndarray) -> np.ndarray:
-    """The class of highest probability per row (`classes` in predict_proba's column order): the
-    decision the margin measures, read through predict_proba alone, since a framework's predict may
-    apply a threshold of its own (H2O's max-F1 threshold on binary problems)."""
-    return classes[np.asarray(model.predict_proba(frame), dtype=float).argmax(axis=1)]
+def _decisions(model: Any, frame: pd.DataFrame, classes: list[str]) -> np.ndarray:
+    """The class of highest probability per row, as text: the decision the margin measures, read
+    through predict_proba alone (one call), since a framework's predict may apply a threshold of
+    its own (H2O's max-F1 threshold on binary problems)."""
+    return decide(class_probabilities(model, frame, classes), classes).astype(str)
 
 
 @dataclass(frozen=True)
