@@ -11,28 +11,45 @@ from typing import Any
 
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
+AUTO_EARLY_STOPPING_ROWS = 10_000  # HGB's early_stopping="auto" turns it on above this many rows
+
 
 class _StopsWhenTimeIsUp:
     """HistGradientBoosting has no time limit of its own, and its time grows with the rows: at
     10 M rows the default 100 rounds take minutes. Its early-stopping check runs after every
-    round (on a validation split, above 10 000 rows, where the time matters); the limit is
-    checked there too, so the model keeps every round finished in time. (Those checks are
-    private methods, the same from scikit-learn 0.21 to 1.9; tests/unit/test_hgb_adapter.py fails
-    if a release renames them.)
+    round (on a validation split, above 10 000 rows); the limit is checked there too, so the
+    model keeps every round finished in time. A fit without early stopping has those checks
+    turned on with nothing else changed (see fit): wide data (pixels) is slow at fewer rows too.
+    (Those checks are private methods, the same from scikit-learn 0.21 to 1.9;
+    tests/unit/test_hgb_adapter.py fails if a release renames them.)
 
     `fit_time_limit_s` is seconds from the start of `fit`; None means no limit."""
 
     fit_time_limit_s: float | None = None
     _deadline: float | None = None
 
-    def fit(self, *args: Any, **kwargs: Any) -> Any:
+    def fit(self, X: Any, *args: Any, **kwargs: Any) -> Any:
         limit = self.fit_time_limit_s
         self._deadline = None if limit is None else time.monotonic() + limit
         self.stopped_by_time_ = False
+        given = self.get_params(deep=False)  # type: ignore[attr-defined]
+        if limit is not None and not self._checks_every_round(X):
+            # Without early stopping (at most 10 000 rows by default) HGB calls no check at all and
+            # the limit would never be looked at. Turn the checks on with the same model: scored on
+            # the training loss (no validation split taken), never stopping for want of improvement.
+            self.set_params(  # type: ignore[attr-defined]
+                early_stopping=True, validation_fraction=None, scoring="loss",
+                n_iter_no_change=int(given["max_iter"]) + 1)
         try:
-            return super().fit(*args, **kwargs)  # type: ignore[misc]
+            return super().fit(X, *args, **kwargs)  # type: ignore[misc]
         finally:
             self._deadline = None
+            self.set_params(**given)  # type: ignore[attr-defined]
+
+    def _checks_every_round(self, X: Any) -> bool:
+        """Whether this fit runs HGB's early-stopping check after each round, as its fit decides."""
+        early_stopping = getattr(self, "early_stopping", "auto")
+        return len(X) > AUTO_EARLY_STOPPING_ROWS if early_stopping == "auto" else bool(early_stopping)
 
     def stopped_by_time(self) -> bool:
         """Whether the last fit ended because its time was spent (not its rounds, nor early stopping)."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.ensemble import HistGradientBoostingClassifier
 
+from tasks.frameworks._hgb_timed import TimedHistGradientBoostingClassifier
 from tasks.frameworks._tabular import FeatureSchema
 from tasks.frameworks.base import TaskInfo
 from tasks.frameworks.hgb import ADAPTER, MAX_NATIVE_CATEGORIES, category_codes
@@ -25,11 +27,12 @@ def _data(rows: int, shops: int = 3) -> tuple[pd.DataFrame, pd.Series]:
     return X, y
 
 
+@pytest.mark.parametrize("rows", [20_000, 2_000])  # early stopping on (above 10 000 rows) and off
 @pytest.mark.parametrize(("limit_s", "stops_by_time"), [(0.0, True), (None, False)])
 def test_boosting_stops_after_the_round_in_which_its_time_ran_out(
-    tmp_path, limit_s: float | None, stops_by_time: bool  # noqa: ANN001
+    tmp_path, limit_s: float | None, stops_by_time: bool, rows: int  # noqa: ANN001
 ) -> None:
-    X, y = _data(20_000)  # above 10 000 rows HGB checks for early stopping after every round
+    X, y = _data(rows)
     model = ADAPTER.fit(X, y, task=TASK, budget=BUDGET, params={"max_iter": 15, "n_iter_no_change": 15},
                         workdir=tmp_path, seed=0)
     model.estimator.fit_time_limit_s = limit_s  # refit under the limit of this case
@@ -42,6 +45,20 @@ def test_boosting_stops_after_the_round_in_which_its_time_ran_out(
     assert info["boosting_rounds"] == (1 if stops_by_time else 15)
     assert info["max_rounds"] == 15
     assert set(model.predict(X.head(3))) <= {"no", "yes"}
+    assert model.estimator.get_params()["early_stopping"] == "auto"  # its params as given, after the fit
+
+
+def test_the_time_check_on_fewer_rows_leaves_the_model_as_plain_hgb_fits_it() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((600, 5))
+    y = np.where(X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(size=600) > 0, "yes", "no")
+    timed = TimedHistGradientBoostingClassifier(max_iter=20, random_state=0)
+    timed.fit_time_limit_s = 3600.0
+    plain = HistGradientBoostingClassifier(max_iter=20, random_state=0)
+    timed.fit(X, y)
+    plain.fit(X, y)
+    assert timed.n_iter_ == plain.n_iter_ == 20 and len(timed.train_score_) == 21  # checked each round
+    np.testing.assert_array_equal(timed.predict_proba(X), plain.predict_proba(X))
 
 
 def test_a_fit_gets_the_budgets_time_less_a_reserve(tmp_path) -> None:  # noqa: ANN001
