@@ -415,7 +415,7 @@ def jobs_table(rows: list[dict[str, Any]]) -> str:
                     f"{row.get('boosting_rounds')} boosting rounds")
             why = f" ({row['device_reason']})" if row.get("device_reason") else ""
             lines.append(f"{row['framework']}: trained on {row.get('trained_on')}{why}, {rate} in "
-                         f"{row.get('fit_s')} s fit, acc {row.get('acc')}")
+                         f"{_cell(row.get('fit_s'), 0)} s fit, acc {_cell(row.get('acc'), 0, 3)}")
     if not gpu:
         lines.append("no GPU here: the image jobs ran on the CPU only (CPU mode; GPU figures pending)")
     return "\n".join(lines)
