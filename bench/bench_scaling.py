@@ -1,7 +1,8 @@
 """Benchmark: fit-time speed-up with more cores (and GPUs), for frameworks that do fixed work.
 
 The same job (dataset, fold, seed, params that fix the work: HGB at a fixed number of rounds without
-early stopping, a random forest and XGBoost at a fixed number of trees) at each step, planned as a
+early stopping, a random forest and XGBoost at a fixed number of trees, the CNN (a ResNet-18 from
+scratch, tasks/frameworks/cnn.py) at a fixed number of epochs on an image card) at each step, planned as a
 suite's `scaling:` block plans it (tasks/plan.py: steps above the host's cores and GPUs capped, the
 capped ones listed), one job at a time; the budget's time is the same and large enough that no fit is
 cut short. The table is the report's Scaling table (tasks/report/scaling.py): per framework and step,
@@ -10,8 +11,11 @@ efficiency (speed-up / core ratio). AutoML frameworks that fill their time are n
 is in the result, not in fit_s (the `scaling` suite and its report show it).
 
 Settings (environment): BENCH_SCALING_CORES (default 1,2), BENCH_SCALING_GPUS (default 0; 0,1 on a
-GPU machine, where xgboost trains on the GPU), BENCH_SCALING_FRAMEWORKS (default hgb,rf,xgboost),
-BENCH_SCALING_DATASET (default default: 10,000 rows, binary).
+GPU machine, where xgboost and the CNN train on the GPU), BENCH_SCALING_FRAMEWORKS (default
+hgb,rf,xgboost,cnn), BENCH_SCALING_DATASET (the tabular frameworks'; default default: 10,000 rows,
+binary), BENCH_SCALING_IMAGE_DATASET (the CNN's; default digits: 1,797 8x8 images, 10 classes).
+A dataset already materialized (its file and folds under datasets/) is used as it is; another is
+built first.
 Run: `python -m bench.bench_scaling` from the project root. Timings are this machine's, under
 whatever else runs on it.
 """
@@ -27,7 +31,11 @@ FIXED_WORK: dict[str, dict[str, Any]] = {
     "hgb": {"max_iter": 300, "early_stopping": False},
     "rf": {"n_estimators": 300},
     "xgboost": {"n_estimators": 300},
+    # Fixed epochs, no step cap, loading in the training process (the cores are torch's threads).
+    "cnn": {"architecture": "resnet18", "epochs": 2, "batch_size": 64, "_num_workers": 0},
 }
+# Frameworks that take images rather than tables run on the image card.
+IMAGE_FRAMEWORKS = ("cnn",)
 
 
 def _steps(variable: str, default: str) -> list[int]:
@@ -38,6 +46,7 @@ def main() -> None:
     import pandas as pd
 
     from tasks.data.build import build
+    from tasks.data.folds import folds_path
     from tasks.frameworks.registry import get_adapter
     from tasks.gpus import visible_gpu_count
     from tasks.jobs import run_job
@@ -50,14 +59,22 @@ def main() -> None:
                                gpus=_steps("BENCH_SCALING_GPUS", "0"))
     budget = Budget(name="bench-scaling", time_s=600, cores=1, memory_mb=8000)
     steps = scaling_steps(settings, budget, host_cores=host_cores, host_gpus=host_gpus)
-    spec = load_dataset_spec(os.environ.get("BENCH_SCALING_DATASET", "default"))
-    build([spec.name])
+    cards = {"table": os.environ.get("BENCH_SCALING_DATASET", "default"),
+             "image": os.environ.get("BENCH_SCALING_IMAGE_DATASET", "digits")}
+    frameworks = [name.strip() for name in
+                  os.environ.get("BENCH_SCALING_FRAMEWORKS", "hgb,rf,xgboost,cnn").split(",") if name.strip()]
+    specs = {}
+    for kind in dict.fromkeys("image" if name in IMAGE_FRAMEWORKS else "table" for name in frameworks):
+        spec = load_dataset_spec(cards[kind])
+        if not (spec.path.exists() and folds_path(spec).is_file()):
+            build([spec.name])
+        specs[kind] = spec
     scratch = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
-    print(f"fit-time scaling on {spec.name} ({spec.rows} rows), host cores {host_cores}, GPUs {host_gpus}"
-          + (f"; {steps[0].capped}" if steps[0].capped else ""))
+    print(f"fit-time scaling on {', '.join(f'{s.name} ({s.rows} rows)' for s in specs.values())}, host cores "
+          f"{host_cores}, GPUs {host_gpus}" + (f"; {steps[0].capped}" if steps[0].capped else ""))
     rows = []
-    for framework in os.environ.get("BENCH_SCALING_FRAMEWORKS", "hgb,rf,xgboost").split(","):
-        framework = framework.strip()
+    for framework in frameworks:
+        spec = specs["image" if framework in IMAGE_FRAMEWORKS else "table"]
         adapter = get_adapter(framework)
         reason = adapter.unavailable_reason()
         if reason:
@@ -81,7 +98,7 @@ def main() -> None:
         return
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(speedup_table(table).drop(columns=["dataset"]).round(3).to_string(index=False))
+        print(speedup_table(table).round(3).to_string(index=False))
     for note in limits(table):
         print(f"- {note}")
 

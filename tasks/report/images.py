@@ -144,22 +144,29 @@ def loader_sweep(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
-    """Images/s (and GPU utilisation, where measured) against the loader setting, per dataset."""
+    """Per dataset, against the loader setting: images/s, the share of training spent waiting for
+    data and, where the jobs had a GPU, its mean utilisation; a CPU-only sweep's title says so."""
     datasets = sorted(sweep["dataset"].unique())
     with_gpu = sweep[GPU_UTIL].notna().any()
-    rows = 1 + int(with_gpu)
-    figure, axes = plt.subplots(rows, len(datasets), figsize=(5 * len(datasets), 3.6 * rows), squeeze=False)
+    panels = [("train_images_per_s", "training images/s", "#4C72B0", None),
+              ("data_wait_share", "data-wait share of training", "#55A868", (0, 1))]
+    if with_gpu:
+        panels.append((GPU_UTIL, "GPU utilisation, mean %", "#DD8452", (0, 100)))
+    figure, axes = plt.subplots(len(panels), len(datasets), figsize=(5 * len(datasets), 3.2 * len(panels)),
+                                squeeze=False)
     for column, dataset in enumerate(datasets):
         block = sweep[sweep["dataset"] == dataset]
         settings = zip(block["num_workers"], block["pin_memory"], strict=True)
         labels = [f"{workers}{' pin' if pinned else ''}" for workers, pinned in settings]
-        axes[0][column].bar(labels, block["train_images_per_s"], color="#4C72B0")
-        axes[0][column].set_title(f"{dataset}: training images/s")
-        axes[0][column].set_xlabel("loader workers (pinned memory)")
-        if with_gpu:
-            axes[1][column].bar(labels, block[GPU_UTIL], color="#DD8452")
-            axes[1][column].set_ylabel("GPU utilisation, mean %")
-            axes[1][column].set_ylim(0, 100)
+        for row, (measure, label, colour, limits) in enumerate(panels):
+            axis = axes[row][column]
+            axis.bar(labels, pd.to_numeric(block[measure], errors="coerce").fillna(0.0), color=colour)
+            axis.set_ylabel(label)
+            if limits:
+                axis.set_ylim(*limits)
+        host = "" if with_gpu else " (CPU-only host: no GPU utilisation)"
+        axes[0][column].set_title(f"{dataset}: loader sweep{host}")
+        axes[-1][column].set_xlabel("loader workers (pinned memory)")
     return _save(figure, path)
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tasks.report import images
 from tasks.report.build import _table
+from tasks.report.plots import DPI, plt
 
 
 def _jobs() -> pd.DataFrame:
@@ -73,3 +74,21 @@ def test_the_section_says_whether_pretraining_pays_and_shows_a_refused_framework
     only_scratch = jobs[jobs["framework"] != "mobilenet_finetune"]
     text = "\n".join(images.section(only_scratch, tmp_path, _table)[0])
     assert "- digits: no pretrained network finished here, so no comparison." in text
+
+
+def test_the_loader_sweep_figure_adds_gpu_utilisation_only_where_the_jobs_had_a_gpu(tmp_path: Path) -> None:
+    table = images.image_table(_jobs())
+    cpu_sweep = images.loader_sweep(table)
+    assert list(zip(cpu_sweep["num_workers"], cpu_sweep["pin_memory"], strict=True)) == [
+        (0, False), (2, False), (2, True)]
+    # CPU-only: images/s and the data-wait share, two rows of panels; with a GPU a third, its utilisation.
+    cpu_png = images.sweep_figure(cpu_sweep, tmp_path / "cpu.png")
+    gpu_sweep = cpu_sweep.assign(gpu_util_mean_pct=[60.0, 88.0, 91.0])
+    gpu_png = images.sweep_figure(gpu_sweep, tmp_path / "gpu.png")
+    assert plt.imread(cpu_png).shape[0] == round(2 * 3.2 * DPI)
+    assert plt.imread(gpu_png).shape[0] == round(3 * 3.2 * DPI)
+    # With GPU utilisation measured, the best-fed setting is named by it, not by images/s.
+    jobs = _jobs().assign(gpu_util_mean_pct=[np.nan, 60.0, 70.0, 91.0, np.nan])
+    text = "\n".join(images.section(jobs, tmp_path, _table)[0])
+    assert "The setting that feeds the device best, by GPU utilisation:" in text
+    assert "- digits: 2 workers, pinned memory on (150.0 images/s, data wait 6.0%)" in text
