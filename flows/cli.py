@@ -34,10 +34,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("flows.cli_report",
                 "Per dataset x framework: change, z-score vs the baseline's spread, regression, main factor, "
                 "and where in the job (DTW-aligned resource series)."),
-    "explain-regression": ("flows.cli_explain",
-                           "Re-run the regressed cells under every mix of the changed factors (data version, "
-                           "framework version, params, budget) and split the change over them by Shapley "
-                           "values, with intervals."),
+    "explain-regression": (
+        "flows.cli_explain",
+        "Re-run the regressed cells under every mix of the changed factors (data version, framework "
+        "version, params, budget, project commit) and split the change over them by Shapley values, "
+        "with intervals; a framework version not installed is installed first; when the framework "
+        "version is the main factor, bisect the releases between its two versions."),
     "deploy": ("flows.cli_team",
                "Register the nightly, manual and job deployments on the running Prefect server."),
     "datasets": ("flows.cli_datasets",

@@ -50,7 +50,7 @@ def test_resnet_trains_through_loader_workers_and_records_each_epoch(fold, tmp_p
 
 def test_the_budget_stops_training_mid_epoch(fold, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     ticks = iter(range(0, 10_000, 3))  # each look at the clock: 3 s later
-    monkeypatch.setattr(cnn.time, "monotonic", lambda: float(next(ticks)))
+    monkeypatch.setattr(cnn, "_now", lambda: float(next(ticks)))
     budget = Budget(name="short", time_s=20, cores=1, memory_mb=4096)
     model = get_adapter("cnn").fit(fold.X_train, fold.y_train, task=fold.task, budget=budget,
                                    params={"batch_size": 4, "epochs": 50, "_validation_rows": 4},

