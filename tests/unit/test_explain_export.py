@@ -350,8 +350,11 @@ def test_every_framework_is_explained_exported_served_and_corrupted_as_its_model
     blocks = {
         "explain": {"enabled": True, "time_s": 120, "rows": 20, "repeats": 2},
         "export": {"enabled": True, "latency_calls": 5, "batch_rows": 200},
+        # One draw, two boundary rows and two steering rounds: every part runs, none at length (a
+        # model slow per call, H2O's REST client, would otherwise spend the stage's whole time).
         "robustness": {"enabled": True, "time_s": 120, "corruptions": ["missing_mcar", "gaussian_noise"],
-                       "severities": [0.5, 1.0], "coverage_min": 0.5},
+                       "severities": [0.5, 1.0], "coverage_min": 0.5, "draws": 1, "adversarial_rows": 2,
+                       "attack_iterations": 2, "anomaly_rounds": 2},
         "serving": {"enabled": True, "startup_timeout_s": 90, "time_s": 200, "concurrency": [1],
                     "duration_s": 1.0, "max_requests": 20, "search_steps": 0},
     }
