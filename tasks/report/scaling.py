@@ -162,9 +162,17 @@ def figure(speedups: pd.DataFrame, gains: pd.DataFrame, path: Path) -> Path:
 
 def section(jobs: pd.DataFrame, folder: Path,
             table_markdown: Callable[..., str]) -> tuple[list[str], list[Path]]:
-    """The Scaling section of report.md (empty without scaling jobs), its CSVs and its figure."""
+    """The Scaling section of report.md, its CSVs and its figure. A suite without a `scaling:`
+    block gets the section too, saying that it measured no scaling and what would."""
     if scaling_jobs(jobs).empty:
-        return [], []
+        if jobs.empty:
+            return [], []
+        return ["## Scaling", "",
+                "This suite has no `scaling:` block, so it measured nothing of what more cores or GPUs "
+                "buy: each job ran once, at its budget. `automl-eval run scaling` "
+                "(specs/suites/scaling.yaml) runs its jobs at 1 and 2 cores, and with a GPU where the host "
+                "has one; "
+                "`python -m bench.bench_scaling` prints the speed-up table.", ""], []
     speedups, gains = speedup_table(jobs), gain_table(jobs)
     lines = ["## Scaling (more cores and GPUs, the same budget time)", "",
              "Each job of the suite's `scaling:` block ran once per step, one at a time; means over folds "

@@ -204,4 +204,6 @@ def test_frameworks_that_fill_their_time_show_their_gain_and_limits_are_listed()
     assert "rf on d at 2 cores, 0 GPUs (failed)" in notes
     assert "One step only, so no speed-up or gain: hgb on d" in notes
     assert "No step with a GPU ran" not in notes  # xgboost ran one
-    assert scaling.section(jobs.drop(columns=["params.scaling_cores"]), Path("."), str) == ([], [])
+    lines, figures = scaling.section(jobs.drop(columns=["params.scaling_cores"]), Path("."), str)
+    assert figures == [] and lines[0] == "## Scaling" and "no `scaling:` block" in lines[2]
+    assert scaling.section(jobs.iloc[:0].drop(columns=["params.scaling_cores"]), Path("."), str) == ([], [])
