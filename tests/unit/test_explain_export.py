@@ -58,7 +58,8 @@ def test_permutation_importance_ranks_the_planted_feature_first_and_noise_last(n
     if "binary" not in adapter.problem_types:
         pytest.skip(f"{name} takes {', '.join(sorted(adapter.problem_types))}, not a binary table")
     if "tabular" not in adapter.modalities:
-        pytest.skip(f"{name} reads text only: explained at token level, not by feature")
+        pytest.skip(f"{name} reads {', '.join(sorted(adapter.modalities))}, not a table: it has no "
+                    "feature columns to permute")
     X, y = _planted(400, seed=1)
     task = TaskInfo("binary", "label", "auc", {c: "numeric" for c in X.columns}, ("no", "yes"))
     adapter.start(BUDGET, tmp_path)
