@@ -349,11 +349,11 @@ def test_every_framework_is_explained_exported_served_and_corrupted_as_its_model
         pytest.skip(adapter.unavailable_reason())
     job, job_dir, result = _job(spec, name, tmp_path)
     blocks = {
-        "explain": {"enabled": True, "time_s": 120, "rows": 20, "repeats": 2},
+        "explain": {"enabled": True, "time_s": 120, "rows": 10, "repeats": 2},
         "export": {"enabled": True, "latency_calls": 5, "batch_rows": 200},
-        # One draw, two boundary rows and two steering rounds: every part runs, none at length (a
-        # model slow per call, H2O's REST client, would otherwise spend the stage's whole time).
-        "robustness": {"enabled": True, "time_s": 120, "corruptions": ["missing_mcar", "gaussian_noise"],
+        # One draw, two boundary rows, two steering rounds and a minute: every part runs, none at
+        # length (a model slow per call, H2O's REST client, would otherwise spend the stage's whole time).
+        "robustness": {"enabled": True, "time_s": 60, "corruptions": ["missing_mcar", "gaussian_noise"],
                        "severities": [0.5, 1.0], "coverage_min": 0.5, "draws": 1, "adversarial_rows": 2,
                        "attack_iterations": 2, "anomaly_rounds": 2},
         "serving": {"enabled": True, "startup_timeout_s": 90, "time_s": 200, "concurrency": [1],
