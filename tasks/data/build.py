@@ -32,6 +32,7 @@ class BuildReport:
     pin_status: str = "not checked"
     differing_files: list[str] = field(default_factory=list)
     pull_skipped: str | None = None  # why `dvc pull` was not used
+    kept: list[str] = field(default_factory=list)  # one sentence per locally edited file left as it is
 
     @property
     def ok(self) -> bool:
@@ -44,9 +45,14 @@ def _specs(names: Iterable[str] | None) -> list[DatasetSpec]:
 
 
 def build(
-    names: Iterable[str] | None = None, *, use_dvc: bool = True, pin: bool = False, file_format: str = "csv"
+    names: Iterable[str] | None = None, *, use_dvc: bool = True, pin: bool = False, file_format: str = "csv",
+    overwrite: bool = False,
 ) -> BuildReport:
-    """`file_format="parquet"` also writes a Parquet twin (datasets/STEM.parquet) of each packaged dataset."""
+    """`file_format="parquet"` also writes a Parquet twin (datasets/STEM.parquet) of each packaged dataset.
+
+    A file edited by hand since it was pinned is kept as it is, with a sentence in `report.kept`,
+    unless `overwrite` asks for it to be rebuilt from its package.
+    """
     if file_format not in ("csv", "parquet"):
         raise UserError(f"--format: '{file_format}' is not a format; use csv or parquet.")
     names = list(names or [])
@@ -74,12 +80,16 @@ def build(
     if not from_pin:
         report.route = "materialized from the packages that ship the data"
 
+    listing = pinning.pinned_listing() if use_dvc and not from_pin and not overwrite else None
     for spec in specs:
         try:
-            # Pinned data is the reference: only its folds are recomputed, never its files.
-            report.built.append(
-                materializer.materialize(spec, regenerate_file=not (from_pin and spec.path.is_file()))
-            )
+            edited = _edited_since_pinned(spec, listing)
+            if edited:
+                report.kept.append(edited)
+            # Pinned data is the reference: only its folds are recomputed, never its files; nor is
+            # a user's edit overwritten without being asked.
+            keep_file = spec.path.is_file() and (from_pin or bool(edited))
+            report.built.append(materializer.materialize(spec, regenerate_file=not keep_file))
             if file_format == "parquet" and spec.path.suffix != ".parquet":
                 report.built.append(materializer.parquet_copy(spec))
         except UserError as exc:
@@ -101,6 +111,25 @@ def build(
         report.pin_status = "new files" if added and not changed else "differs"
         report.differing_files = changed + added
     return report
+
+
+def _edited_since_pinned(spec: DatasetSpec, listing: dict[str, str] | None) -> str | None:
+    """A sentence when the dataset's file was changed by hand since it was pinned; None otherwise.
+
+    A file whose hash is neither the pinned one nor what its package gives now is someone's edit:
+    rebuilding it from the package would lose that edit without a word.
+    """
+    if listing is None or spec.file not in listing or not spec.path.is_file():
+        return None
+    if materializer.sources.get_source(spec) is None or file_md5(spec.path) == listing[spec.file]:
+        return None
+    if not materializer.differs_from_source(spec):
+        return None
+    return (
+        f"datasets/{spec.file} has local changes (it is neither the version datasets.dvc pins nor what "
+        f"its package gives), so it was kept as it is; to pin the edit run `automl-eval datasets build "
+        f"--pin`, to rebuild it from its package run `automl-eval datasets build {spec.name} --overwrite`."
+    )
 
 
 def _differences() -> tuple[list[str], list[str]]:

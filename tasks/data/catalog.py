@@ -6,6 +6,7 @@ A card that cannot be read is listed with its one-sentence error; the others are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -18,29 +19,35 @@ from tasks.specs import load_dataset_spec
 
 @dataclass(frozen=True)
 class CatalogRow:
+    """One card as `datasets list` shows it; `--json` prints these fields as they are, for programs:
+    counts are numbers (None when there are none to give), and `state` says why."""
+
     name: str
-    rows: str
-    columns: str
+    modality: str
     problem_type: str
     metric: str
-    md5: str
-    pinned: str  # yes | changed | not pinned | unknown (cache lacks the pinned listing)
+    rows: int | None
+    columns: int | None
+    md5: str | None  # DVC's md5 of the file; None when the file is missing
+    pinned: str  # yes | changed | not pinned | unknown (cache lacks the pinned listing) | missing
     file: str
+    state: str  # ok | missing (no file yet) | unreadable (the file cannot be read) | broken card
     error: str = ""  # the card's one-sentence error when it cannot be read
 
 
-def _shape(path) -> tuple[str, str]:  # noqa: ANN001 - a Path
+def _shape(path: Path) -> tuple[int, int] | None:
+    """(rows, columns) of a CSV or Parquet file; None when it cannot be read."""
     try:
         if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # the footer only, not the data; pyarrow only where needed
 
-            metadata = pq.ParquetFile(path).metadata  # the footer only, not the data
-            return f"{metadata.num_rows:,}", str(metadata.num_columns)
+            metadata = pq.ParquetFile(path).metadata
+            return metadata.num_rows, metadata.num_columns
         header = pd.read_csv(path, nrows=0)
         rows = len(pd.read_csv(path, usecols=[0]))  # quoted newlines counted right, unlike a line count
-        return f"{rows:,}", str(len(header.columns))
+        return rows, len(header.columns)
     except (ValueError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError):
-        return "unreadable", "-"
+        return None
 
 
 def catalog_rows() -> list[CatalogRow]:
@@ -50,20 +57,26 @@ def catalog_rows() -> list[CatalogRow]:
         try:
             spec = load_dataset_spec(card)
         except UserError as exc:
-            rows.append(CatalogRow(card.stem, "-", "-", "-", "-", "-", "-", "-", error=str(exc)))
+            rows.append(CatalogRow(card.stem, "-", "-", "-", None, None, None, "-", "-", "broken card",
+                                   error=str(exc)))
             continue
+        shape: tuple[int, int] | None = None
+        md5: str | None = None
         if spec.path.is_file():
-            n_rows, n_columns = _shape(spec.path)
+            shape = _shape(spec.path)
             md5 = file_md5(spec.path)
+            state = "ok" if shape is not None else "unreadable"
             if listing is None:
                 pinned = "unknown"
             else:
                 pinned = {None: "not pinned", md5: "yes"}.get(listing.get(spec.file), "changed")
         else:
-            n_rows, n_columns, md5, pinned = "missing", "-", "-", "-"
+            state, pinned = "missing", "missing"
         rows.append(
             CatalogRow(
-                spec.name, n_rows, n_columns, spec.problem_type, str(spec.metric), md5, pinned, spec.file
+                name=spec.name, modality=spec.modality, problem_type=spec.problem_type,
+                metric=str(spec.metric), rows=shape[0] if shape else None,
+                columns=shape[1] if shape else None, md5=md5, pinned=pinned, file=spec.file, state=state,
             )
         )
     return rows

@@ -114,6 +114,16 @@ def save_folds(spec: DatasetSpec, typed: pd.DataFrame) -> bool:
     return written
 
 
+def differs_from_source(spec: DatasetSpec) -> bool:
+    """Whether the dataset's file on disk differs from what its packaged source gives now."""
+    source = sources.get_source(spec)
+    frame = source(spec) if source is not None else None
+    if frame is None or not spec.path.is_file():
+        return False
+    content = canonical_bytes(frame, spec, spec.path)
+    return spec.path.stat().st_size != len(content) or spec.path.read_bytes() != content
+
+
 def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materialized:
     """Write the dataset's file (packaged sources only) and its saved folds (every dataset).
 
@@ -141,7 +151,7 @@ def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materiali
         rows=n_rows,
         columns=n_columns,
         source=(
-            "pinned data, folds recomputed"
+            "file kept as it is, folds recomputed"
             if not regenerate_file
             else spec.source.call
             if source is not None

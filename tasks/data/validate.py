@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ import pandas as pd
 from tasks import paths
 from tasks.data import folds as folds_module
 from tasks.data.load import read_typed
-from tasks.data.versions import data_version
+from tasks.data.versions import data_version, file_md5
 from tasks.errors import UserError
 from tasks.forecasting.card import forecast_card
 from tasks.forecasting.checks import series_checks
@@ -44,6 +46,7 @@ from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
 NUMERIC_DTYPES = ["int64", "float64", "int32", "float32"]
 # Above this many rows the distinct-value checks run on a seeded sample (labelled so in the report).
 SAMPLE_ROWS = 1_000_000
+GATE_KEY_FIELD = "gate_key"  # in reports/validation/NAME.json: what the verdict was computed from
 _FEATURE_ROLES = ("numeric", "categorical", "text")
 
 
@@ -69,6 +72,7 @@ class ValidationOutcome:
     expectations: int = 0  # how many expectations and checks were evaluated
     bad_input: bool = False  # the card or the file could not be read at all (exit code 2)
     accepted: list[str] = field(default_factory=list)  # failed checks the card accepts (gate.allow)
+    reused: bool = False  # the verdict recorded for the same gate key, not computed again
 
 
 def validation_dir() -> Path:
@@ -457,7 +461,9 @@ def _write_json(outcome: ValidationOutcome, payload: dict[str, Any]) -> Path:
     path = validation_dir() / f"{outcome.dataset}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     summary = {
-        k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(outcome).items() if k != "json_path"
+        k: (str(v) if isinstance(v, Path) else v)
+        for k, v in asdict(outcome).items()
+        if k not in ("json_path", "reused")
     }
     document = {**summary, "validated_at": datetime.now(UTC).isoformat(timespec="seconds"), **payload}
     path.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
@@ -479,14 +485,64 @@ def _held(name: str) -> Iterator[None]:
 
 
 def validate_dataset(spec: DatasetSpec | str) -> ValidationOutcome:
-    """Validate one dataset; never raises for a bad file or card (ok=False, bad_input=True instead)."""
+    """Validate one dataset; never raises for a bad file or card (ok=False, bad_input=True instead).
+
+    A verdict is reused when nothing it depends on has changed since it was written (see
+    `gate_key`): the gate runs once per data version, not once per command that asks for it.
+    """
     if isinstance(spec, str):
         spec = load_dataset_spec(spec)
     with _held(spec.name):
-        return _validate(spec)
+        key = gate_key(spec)
+        reused = _recorded_verdict(spec, key) if key else None
+        return reused if reused is not None else _validate(spec, key)
 
 
-def _validate(spec: DatasetSpec) -> ValidationOutcome:
+# The modalities whose gate reads only the card, the data file and the folds file; an image or a
+# multimodal card's gate also reads files under its folder, so its verdict is always computed afresh.
+_REUSABLE_MODALITIES = frozenset({"tabular", "text"})
+# The modules whose code decides a verdict: a change to any of them is a new gate.
+_GATE_MODULES = (__file__, folds_module.__file__, read_typed.__code__.co_filename,
+                 data_version.__code__.co_filename, series_checks.__code__.co_filename,
+                 forecast_card.__code__.co_filename)
+
+
+def gate_key(spec: DatasetSpec) -> str | None:
+    """A digest of everything the dataset's verdict depends on: the data file, its saved folds, the
+    card, params.yaml (the fold parameters), the gate's own code and Great Expectations' version.
+    None when the verdict cannot be keyed (files missing, or a modality with files of its own)."""
+    if spec.modality not in _REUSABLE_MODALITIES or not spec.card_path:
+        return None
+    inputs = [spec.path, folds_module.folds_path(spec), Path(spec.card_path),
+              paths.project_root() / "params.yaml", *map(Path, _GATE_MODULES)]
+    if not all(path.is_file() for path in inputs):
+        return None
+    digest = hashlib.sha256(metadata.version("great-expectations").encode())
+    for path in inputs:
+        digest.update(file_md5(path).encode())
+    return digest.hexdigest()
+
+
+def _recorded_verdict(spec: DatasetSpec, key: str) -> ValidationOutcome | None:
+    """The verdict recorded in reports/validation/NAME.json under the same gate key, if any."""
+    path = validation_dir() / f"{spec.name}.json"
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(recorded, dict) or recorded.get(GATE_KEY_FIELD) != key:
+        return None
+    html = recorded.get("html_path")
+    return ValidationOutcome(
+        dataset=spec.name, ok=bool(recorded.get("ok")), failures=list(recorded.get("failures", [])),
+        json_path=path, html_path=Path(html) if html and Path(html).is_file() else None,
+        data_version=recorded.get("data_version"), expectations=int(recorded.get("expectations", 0)),
+        bad_input=bool(recorded.get("bad_input")), accepted=list(recorded.get("accepted", [])),
+        reused=True,
+    )
+
+
+def _validate(spec: DatasetSpec, key: str | None = None) -> ValidationOutcome:
     outcome = ValidationOutcome(dataset=spec.name, ok=False)
     docs_dir = validation_dir() / spec.name
     shutil.rmtree(docs_dir, ignore_errors=True)  # data docs of this run only
@@ -497,7 +553,7 @@ def _validate(spec: DatasetSpec) -> ValidationOutcome:
         checks = benchmark_checks(spec, frame)
     except UserError as exc:
         outcome.failures, outcome.bad_input = [f"{spec.name}: {exc}"], True
-        outcome.json_path = _write_json(outcome, {})
+        outcome.json_path = _write_json(outcome, {})  # unkeyed: a bad input is checked again next time
         return outcome
     outcome.failures = [_describe(spec.name, r) for r in gate.results if not r.success]
     outcome.failures += [check.sentence for check in checks if not check.success and not check.accepted]
@@ -513,6 +569,7 @@ def _validate(spec: DatasetSpec) -> ValidationOutcome:
     outcome.json_path = _write_json(
         outcome,
         {
+            **({GATE_KEY_FIELD: key} if key else {}),
             "benchmark_checks": [asdict(check) for check in checks],
             **(
                 {"great_expectations": gate.documents["whole"]}

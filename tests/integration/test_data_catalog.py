@@ -114,3 +114,29 @@ def test_build_prefers_the_dvc_remote_and_leaves_dvc_status_clean(data_home) -> 
     changed = build()
     assert (changed.pin_status, changed.ok) == ("differs", False)
     assert "mine.csv" in changed.differing_files
+
+
+def test_a_file_edited_by_hand_is_kept_with_a_sentence_until_overwrite_is_asked(data_home) -> None:
+    home = data_home()
+    shutil.copy(PROJECT_ROOT / "specs" / "datasets" / "penguins.yaml", home / "specs" / "datasets")
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=home, check=True)
+    assert build().pin_status == "pinned now"
+    csv = home / "datasets" / "penguins.csv"
+    packaged = csv.read_bytes()
+
+    # The user's edit: 30 rows' species relabelled. Building again keeps it and says so.
+    edited = pd.read_csv(csv)
+    edited.loc[:29, "species"] = "Gentoo"
+    edited.to_csv(csv, index=False)
+    edit = csv.read_bytes()
+    again = _cli("datasets", "build", "penguins", home=home)
+    output = again.stdout + again.stderr
+    assert csv.read_bytes() == edit, "the build overwrote the user's edit"
+    assert "kept:" in output and "datasets/penguins.csv has local changes" in output, output
+    assert "--overwrite" in output and "--pin" in output and "Traceback" not in output
+
+    # Asked to, the build rebuilds the file from its package: the pinned bytes again.
+    rebuilt = build(["penguins"], overwrite=True)
+    assert not rebuilt.kept and csv.read_bytes() == packaged
+    assert rebuilt.pin_status == "clean"

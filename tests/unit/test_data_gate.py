@@ -176,3 +176,35 @@ def test_a_dataset_being_validated_elsewhere_is_waited_for(data_home) -> None:
     child.join(timeout=120)
     assert child.exitcode == 0
     assert json.loads((validation_dir() / "penguins.json").read_text())["ok"] is True
+
+
+def test_a_verdict_is_reused_until_its_data_card_or_folds_change(data_home) -> None:
+    home = data_home("penguins")
+    first = validate_dataset("penguins")
+    assert first.ok and not first.reused
+    again = validate_dataset("penguins")
+    assert again.reused and again.ok and again.expectations == first.expectations
+    assert again.data_version == first.data_version
+
+    # The card changes: the gate runs again, and its new expectation fails.
+    card = home / "specs" / "datasets" / "penguins.yaml"
+    card.write_text(card.read_text().replace("rows: 344", "rows: 345"))
+    recomputed = validate_dataset("penguins")
+    assert not recomputed.reused and not recomputed.ok
+    assert validate_dataset("penguins").reused  # the failed verdict is reused just the same
+    card.write_text(card.read_text().replace("rows: 345", "rows: 344"))
+    assert validate_dataset("penguins").ok
+
+    # The data changes (one row's island rewritten): a new data version, gated afresh.
+    csv = home / "datasets" / "penguins.csv"
+    frame = pd.read_csv(csv)
+    frame.loc[0, "island"] = "Dream" if frame.loc[0, "island"] != "Dream" else "Biscoe"
+    frame.to_csv(csv, index=False)
+    changed = validate_dataset("penguins")
+    assert not changed.reused and changed.data_version != first.data_version
+
+    # The saved folds change: gated afresh, and the gate sees folds that no longer match the data.
+    folds = home / "datasets" / "penguins.folds.csv"
+    folds.write_text("\n".join(folds.read_text().splitlines()[:-1]) + "\n")
+    refolded = validate_dataset("penguins")
+    assert not refolded.reused and not refolded.ok

@@ -19,6 +19,7 @@ from tasks.data.load import read_parts
 from tasks.data.validate import validate_dataset
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
+from tasks.listing import few
 from tasks.specs import check_plain_names, load_dataset_spec, load_suite
 
 
@@ -233,9 +234,24 @@ def test_datasets_list_survives_a_broken_card_and_json_matches_the_table(data_ho
     listed = runner.invoke(_app(), ["datasets", "list", "--json"])
     rows = json.loads(listed.output)
     assert [row["name"] for row in rows] == ["broken", "penguins", "wage"]
-    assert rows[0]["error"] and not rows[1]["error"]
+    assert rows[0]["error"] and rows[0]["state"] == "broken card" and rows[0]["rows"] is None
+    assert not rows[1]["error"]
+    # For programs: counts are numbers, and each dataset says its modality, problem type and pin state.
+    penguins, wage = rows[1], rows[2]
+    assert (penguins["rows"], penguins["columns"]) == (344, 8) and wage["rows"] == 3000
+    assert (penguins["modality"], penguins["problem_type"], wage["problem_type"]) == (
+        "tabular", "multiclass", "regression")
+    assert {row["pinned"] for row in rows[1:]} <= {"yes", "changed", "not pinned", "unknown"}
+    assert all(row["state"] == "ok" for row in rows[1:])
     for row in rows[1:]:
-        assert row["md5"] in table.output and row["rows"] in table.output
+        assert row["md5"] in table.output and f"{row['rows']:,}" in table.output
+
+
+def test_a_list_in_a_message_shows_a_count_and_the_first_few() -> None:
+    names = [f"images/cat_{index:03}.png" for index in range(200)]
+    line = few(names)
+    assert line.startswith("images/cat_000.png, images/cat_001.png") and "and 195 more (200 in all)" in line
+    assert "cat_005" not in line and few(["a", "b"]) == "a, b"
 
 
 def test_piped_tables_are_not_cut_and_frameworks_json_matches(home: Path) -> None:
