@@ -129,3 +129,16 @@ def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory):
         missing_service("PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)")
     with running_team(built_catalog, tmp_path_factory.mktemp("team-home")) as stack:
         yield stack
+
+
+# ---------------------------------------------------------------- parallel workers (pytest-xdist)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `make test`'s workers (--dist loadgroup), each module runs whole on one worker, so its
+    module fixtures (a built job, a started server) are made once; every test that uses the team
+    stack goes to one worker, so the session starts one stack, not one per worker."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        group = "team-stack" if "team" in fixtures else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
