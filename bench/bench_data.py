@@ -39,6 +39,10 @@ from typing import Any
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ROWS = (1_000_000, 10_000_000)
 JOB_BUDGET = "1m2c"
+# The smoke run of tests/integration/test_bench_smoke.py: the whole catalog (it has no smaller size),
+# then two tiny generated sizes (two, so the growth lines are drawn) with the cheapest job. {tmp}: the
+# test's scratch folder.
+SMOKE_ARGS: tuple[str, ...] = ("--rows", "1000,2000", "--frameworks", "constant", "--scratch", "{tmp}")
 
 
 def catalog(figures: dict[str, float]) -> None:

@@ -28,34 +28,43 @@ from typing import Any
 from prefect import flow, task
 
 from bench.bench_team import dispatch_latencies, fresh_jobs, percentile, scratch_home, wait_for_workers
+from flows.dispatch import JobOutcome
+
+# The smoke run of tests/integration/test_bench_smoke.py (positional: JOBS WORKERS): one job on one
+# worker per route still starts the stack and goes through each route's whole path.
+SMOKE_ARGS: tuple[str, ...] = ("1", "1")
+SMOKE_SERVICES: tuple[str, ...] = ("postgresql",)  # its MLflow server's database
 
 
 @task(name="dask-job")
 def dask_job(job: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
-    """One job on a Dask worker process (the fork server is per process, started on first use)."""
+    """One job on a Dask worker process (the fork server is per process, started on first use); a
+    plain dict back, as a team worker answers, for JobOutcome.from_dict on the flow's side."""
     from flows.dispatch import JobContext, run_and_record
     from tasks.plan import Job
 
     started = time.time()
-    result, outcome = run_and_record(Job.from_dict(job), JobContext(**context), None)
-    return {**outcome, "worker": str(os.getpid()), "started_unix": started, "finished_unix": time.time()}
+    _, outcome = run_and_record(Job.from_dict(job), JobContext(**context), None)
+    return {**outcome.to_dict(), "worker": str(os.getpid()), "pid": os.getpid(), "started_unix": started,
+            "finished_unix": time.time()}
 
 
-def _run_on_dask(jobs: list[Any], contexts: dict[str, Any], workers: int) -> tuple[float, float, list[Any]]:
+def _run_on_dask(jobs: list[Any], contexts: dict[str, Any],
+                 workers: int) -> tuple[float, float, list[JobOutcome]]:
     from prefect_dask import DaskTaskRunner
 
     runner = DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
                                             "dashboard_address": None})  # no web server
 
     @flow(name="bench-dask-route", task_runner=runner)
-    def route() -> tuple[float, list[dict[str, Any]]]:
+    def route() -> tuple[float, list[JobOutcome]]:
         ready = time.perf_counter()
         futures, submitted = [], []
         for job in jobs:
             submitted.append(time.time())
             futures.append(dask_job.submit(job.to_dict(), dict(contexts[job.key].__dict__)))
-        outcomes = [{**future.result(), "submitted_unix": at} for future, at in zip(futures, submitted,
-                                                                                    strict=True)]
+        outcomes = [JobOutcome.from_dict({**future.result(), "submitted_unix": at})
+                    for future, at in zip(futures, submitted, strict=True)]
         return ready, outcomes
 
     started = time.perf_counter()
@@ -64,8 +73,8 @@ def _run_on_dask(jobs: list[Any], contexts: dict[str, Any], workers: int) -> tup
 
 
 def _report(route: str, count: int, wall: float, ready_s: float,
-            outcomes: list[dict[str, Any]]) -> dict[str, float]:
-    bad = [o for o in outcomes if o["status"] != "ok"]
+            outcomes: list[JobOutcome]) -> dict[str, float]:
+    bad = [o for o in outcomes if o.status != "ok"]
     if bad:
         raise SystemExit(f"{route}: {len(bad)} job(s) did not finish ok: {bad[:2]}")
     latencies = dispatch_latencies(outcomes)

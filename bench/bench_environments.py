@@ -22,6 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
+# The smoke run of tests/integration/test_bench_smoke.py: one measured job per case (the least a
+# median is taken over); the install itself has no smaller size.
+SMOKE_ARGS: tuple[str, ...] = ()
+SMOKE_ENV: dict[str, str] = {"BENCH_ENV_REPEATS": "1"}
+
 
 def _setting(name: str, default: str) -> str:
     return os.environ.get(f"BENCH_ENV_{name}", "") or default

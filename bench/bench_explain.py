@@ -23,6 +23,8 @@ import pandas as pd
 
 DATASETS = ("breast_cancer", "penguins", "wage")  # the smoke suite's
 FRAMEWORKS = ("constant", "hgb", "rf", "flaml")  # --frameworks adds autogluon, h2o (minutes each)
+# The smoke run of tests/integration/test_bench_smoke.py: one cheap job and a short explain block.
+SMOKE_ARGS: tuple[str, ...] = ("--frameworks", "constant", "--datasets", "breast_cancer", "--explain-s", "5")
 
 
 def measure(dataset: str, framework: str, explain_s: int, scratch: Path) -> dict[str, Any]:

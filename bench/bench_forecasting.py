@@ -17,6 +17,12 @@ import os
 import tempfile
 from pathlib import Path
 
+# The smoke run of tests/integration/test_bench_smoke.py: the smallest collection (20 series) and
+# the cheapest forecaster, under the shortest budget.
+SMOKE_ARGS: tuple[str, ...] = ()
+SMOKE_ENV: dict[str, str] = {"BENCH_FORECAST_DATASETS": "tourism_quarterly",
+                             "BENCH_FORECAST_FRAMEWORKS": "seasonal_naive", "BENCH_FORECAST_BUDGET": "test"}
+
 
 def _setting(name: str, default: str) -> str:
     return os.environ.get(f"BENCH_FORECAST_{name}", "") or default

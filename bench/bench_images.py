@@ -35,6 +35,9 @@ from tasks.specs import DatasetSpec, FrameworkRef, load_budget, load_dataset_spe
 FRAMEWORKS = ("cnn", "mobilenet_finetune", "hgb")
 SUITE_FILE = "specs/suites/images.yaml"
 PIXELS_SUFFIX = "_pixels"  # the image catalog's pixel tables: NAME_pixels beside NAME
+# The smoke run of tests/integration/test_bench_smoke.py: a network on the image card and a tabular
+# learner on its pixel table (the two ways a rate is measured), under the shortest budget.
+SMOKE_ARGS: tuple[str, ...] = ("--frameworks", "cnn,hgb", "--budget", "smoke")
 
 
 def suite_params(framework: str) -> dict[str, Any]:

@@ -30,6 +30,10 @@ from pathlib import Path
 
 ADHERENCE_TARGET = 1.10
 OVERHEAD_SHARE_TARGET = 0.05
+# The smoke run of tests/integration/test_bench_smoke.py: one cheap job under the one-core budget.
+SMOKE_ARGS: tuple[str, ...] = ()
+SMOKE_ENV: dict[str, str] = {"BENCH_JOBS_FRAMEWORKS": "constant", "BENCH_JOBS_DATASETS": "breast_cancer",
+                             "BENCH_JOBS_BUDGET": "test"}
 # Parts of the harness's time, as (name, from stage, to stage) of a job's timeline.
 PARTS = (
     ("worker start", None, "worker started"),

@@ -32,6 +32,11 @@ from tasks.jobs import run_job
 from tasks.plan import Job
 from tasks.specs import load_budget, load_dataset_spec, load_suite
 
+# The smoke run of tests/integration/test_bench_smoke.py: one quick job and a short stage with one
+# draw per curve point and one row for the boundary search.
+SMOKE_ARGS: tuple[str, ...] = ("--frameworks", "hgb", "--datasets", "penguins", "--budget", "test",
+                               "--time-s", "10", "--draws", "1", "--adversarial-rows", "1")
+
 
 def measure(dataset: str, framework: str, budget_name: str, time_s: int, root: Path,
             extra: dict[str, object] | None = None) -> dict[str, object]:

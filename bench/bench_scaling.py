@@ -36,6 +36,11 @@ FIXED_WORK: dict[str, dict[str, Any]] = {
 }
 # Frameworks that take images rather than tables run on the image card.
 IMAGE_FRAMEWORKS = ("cnn",)
+# The smoke run of tests/integration/test_bench_smoke.py: one framework at two core counts, so the
+# speed-up table has a step to compare (a host with one core caps the second, as a suite would).
+SMOKE_ARGS: tuple[str, ...] = ()
+SMOKE_ENV: dict[str, str] = {"BENCH_SCALING_CORES": "1,2", "BENCH_SCALING_GPUS": "0",
+                             "BENCH_SCALING_FRAMEWORKS": "rf"}
 
 
 def _steps(variable: str, default: str) -> list[int]:

@@ -18,7 +18,8 @@ Settings (environment): BENCH_SERVING_RUNS (a folder of job folders, default run
 BENCH_SERVING_FRAMEWORKS, BENCH_SERVING_H2O_BEFORE (1: measure the 100 calls; 0: skip),
 BENCH_SERVING_STEPS (search steps per open loop, default 4), BENCH_SERVING_SLO_MS (default: the
 suite's), BENCH_SERVING_MAX_DURATION_S (LoadGen's longest step, default 30: 500 queries then need
-at least 17 QPS).
+at least 17 QPS), BENCH_SERVING_CONCURRENCY (the closed loop's users per step, default 1,4,16) and
+BENCH_SERVING_DURATION_S (each closed-loop step's seconds, default 3).
 Run: `python -m bench.bench_serving` from the project root (part of `make bench`).
 """
 
@@ -32,6 +33,15 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+# The smoke run of tests/integration/test_bench_smoke.py: no job folders to read (so it serves
+# itself), the cheapest model, and the fewest, shortest steps of each loop. {tmp}: the test's scratch.
+SMOKE_ARGS: tuple[str, ...] = ()
+SMOKE_ENV: dict[str, str] = {
+    "BENCH_SERVING_RUNS": "{tmp}/no-job-folders", "BENCH_SERVING_FRAMEWORKS": "constant",
+    "BENCH_SERVING_STEPS": "1", "BENCH_SERVING_MAX_DURATION_S": "5", "BENCH_SERVING_CONCURRENCY": "1,2",
+    "BENCH_SERVING_DURATION_S": "1",
+}
 
 
 def _job_folders(root: Path) -> list[Path]:
@@ -48,7 +58,10 @@ def _serve_fresh(scratch: Path) -> list[Path]:
 
     suite = load_suite("serving", all_evaluations())
     steps = int(os.environ.get("BENCH_SERVING_STEPS", "4"))
-    short = {"duration_s": 3.0, "time_s": 600, "concurrency": [1, 4, 16], "search_steps": steps,
+    concurrency = [int(users) for users in os.environ.get("BENCH_SERVING_CONCURRENCY", "1,4,16").split(",")
+                   if users.strip()]
+    short = {"duration_s": float(os.environ.get("BENCH_SERVING_DURATION_S", "3")), "time_s": 600,
+             "concurrency": concurrency, "search_steps": steps,
              "max_duration_s": float(os.environ.get("BENCH_SERVING_MAX_DURATION_S", "30"))}
     block = suite.evaluation_blocks()["serving"] | short
     if os.environ.get("BENCH_SERVING_SLO_MS"):

@@ -30,12 +30,19 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the dispatchers' outcome type; flows.dispatch imports Prefect, main() imports it late
+    from flows.dispatch import JobOutcome
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SUITE = "bench_team"
 DATASET = "breast_cancer"
 FRAMEWORK = "constant"  # the cheapest job: what is measured is the harness around it
+# The smoke run of tests/integration/test_bench_smoke.py: one job per mode and one worker still
+# starts the whole stack and goes through the embedded and the team dispatcher.
+SMOKE_ARGS: tuple[str, ...] = ("--jobs", "1", "--workers", "1", "--overhead-jobs", "1")
+SMOKE_SERVICES: tuple[str, ...] = ("postgresql",)  # its MLflow server's database
 
 
 def scratch_home(tmp: Path) -> Path:
@@ -64,29 +71,38 @@ def fresh_jobs(count: int, label: str) -> tuple[list[Any], dict[str, Any]]:
     return jobs, contexts
 
 
-def _run(dispatcher: Any, count: int, label: str) -> tuple[float, list[dict[str, Any]]]:
+def _run(dispatcher: Any, count: int, label: str) -> tuple[float, list[JobOutcome]]:
     jobs, contexts = fresh_jobs(count, label)
     started = time.perf_counter()
     outcomes = dispatcher.run(jobs, contexts)
     wall = time.perf_counter() - started
-    bad = [o for o in outcomes if o["status"] != "ok"]
+    bad = [o for o in outcomes if o.status != "ok"]
     if bad:
         raise SystemExit(f"{label}: {len(bad)} job(s) did not finish ok: {bad[:2]}")
     return wall, outcomes
 
 
-def dispatch_latencies(outcomes: list[dict[str, Any]]) -> list[float]:
+def _timings(outcome: JobOutcome) -> tuple[float, float, float]:
+    """(submitted, started, finished) of a job a long-lived worker ran; only such a worker's answer
+    carries them (an embedded job's outcome has none), so their absence is a mistake of the caller."""
+    submitted, started, finished = outcome.submitted_unix, outcome.started_unix, outcome.finished_unix
+    if submitted is None or started is None or finished is None:
+        raise ValueError(f"job {outcome.job_key} has no worker timings: not run by a long-lived worker")
+    return submitted, started, finished
+
+
+def dispatch_latencies(outcomes: list[JobOutcome]) -> list[float]:
     """Per job: start - max(submitted, end of the same worker's previous job)."""
-    by_worker: dict[str, list[dict[str, Any]]] = {}
+    by_worker: dict[str, list[tuple[float, float, float]]] = {}
     for outcome in outcomes:
-        by_worker.setdefault(str(outcome["worker"]), []).append(outcome)
+        by_worker.setdefault(outcome.worker, []).append(_timings(outcome))
     latencies = []
     for runs in by_worker.values():
-        runs.sort(key=lambda o: o["started_unix"])
+        runs.sort(key=lambda timings: timings[1])
         previous_end = 0.0
-        for run in runs:
-            latencies.append(run["started_unix"] - max(run["submitted_unix"], previous_end))
-            previous_end = run["finished_unix"]
+        for submitted, started, finished in runs:
+            latencies.append(started - max(submitted, previous_end))
+            previous_end = finished
     return latencies
 
 

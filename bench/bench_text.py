@@ -21,6 +21,9 @@ from tasks.frameworks.base import TaskInfo
 from tasks.frameworks.hf_finetune import ADAPTER
 from tasks.specs import Budget
 
+# The smoke run of tests/integration/test_bench_smoke.py: one optimizer step on a few short texts.
+SMOKE_ARGS: tuple[str, ...] = ("--steps", "1", "--cores", "1", "--batch-size", "4", "--max-length", "16")
+
 
 def reviews(rows: int) -> tuple[pd.DataFrame, pd.Series]:
     from tasks.data.sources_text import food_reviews

@@ -6,15 +6,19 @@ then, when the project's runs/ holds finished jobs (after `make demo`), copies o
 framework, whose models are the real AutoGluon/H2O/FLAML/sklearn folders. Then, where PostgreSQL
 runs, the synthetic folders again into the team stack's MLflow server (basic auth, PostgreSQL) on
 127.0.0.1, printed side by side with the embedded figure.
-Run: `python -m bench.bench_tracking` from the project root (part of `make bench`).
+Run: `python -m bench.bench_tracking [--jobs 20] [--server-jobs 10] [--real-per-framework 2]` from the
+project root (part of `make bench`). Each median leaves the first job out (MLflow's lazy imports, the
+server's first connection), so a count takes at least 2; --real-per-framework 0 leaves runs/ alone.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +27,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SYNTHETIC_JOBS = 20
 SERVER_JOBS = 10
 REAL_PER_FRAMEWORK = 2
+# The smoke run of tests/integration/test_bench_smoke.py: the fewest jobs a median is taken over, and
+# no copies of the project's own job folders (what runs/ holds is not the test's to depend on).
+SMOKE_ARGS: tuple[str, ...] = ("--jobs", "2", "--server-jobs", "2", "--real-per-framework", "0")
 
 
 def _synthetic_folder(job_dir: Path, fold: int, execution: object) -> None:
@@ -93,7 +100,7 @@ def _log_synthetic(folder: Path, execution: object, count: int) -> list[float]:
     return seconds
 
 
-def _against_server(home: Path) -> list[float]:
+def _against_server(home: Path, count: int) -> list[float]:
     """The same records into a team-mode MLflow server (basic auth, PostgreSQL) on 127.0.0.1."""
     import uuid
 
@@ -116,7 +123,7 @@ def _against_server(home: Path) -> list[float]:
         client_env = team_stack.client_env(settings, team_stack.credentials(settings))
         os.environ.update({k: v for k, v in client_env.items() if k.startswith("MLFLOW_")})
         execution = start_execution("bench")
-        return _log_synthetic(home / "runs" / "server", execution, SERVER_JOBS)
+        return _log_synthetic(home / "runs" / "server", execution, count)
     finally:
         for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
             os.environ.pop(name, None)
@@ -124,9 +131,26 @@ def _against_server(home: Path) -> list[float]:
         team_stack.drop_databases(settings)
 
 
-def main() -> dict[str, float]:
+def _at_least_two(text: str) -> int:
+    count = int(text)
+    if count < 2:  # the medians leave the first job out
+        raise argparse.ArgumentTypeError(f"at least 2 jobs, not {count}")
+    return count
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_tracking",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=_at_least_two, default=SYNTHETIC_JOBS,
+                        help=f"synthetic job folders logged to the embedded store (default {SYNTHETIC_JOBS})")
+    parser.add_argument("--server-jobs", type=_at_least_two, default=SERVER_JOBS,
+                        help=f"the same, to the team stack's MLflow server (default {SERVER_JOBS})")
+    parser.add_argument("--real-per-framework", type=int, default=REAL_PER_FRAMEWORK,
+                        help=f"copies of runs/' finished jobs per framework (default {REAL_PER_FRAMEWORK}; "
+                             "0: none)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     figures: dict[str, float] = {}
-    real = _real_folders(REAL_PER_FRAMEWORK)
+    real = _real_folders(args.real_per_framework) if args.real_per_framework > 0 else {}
     with tempfile.TemporaryDirectory(prefix="bench-tracking-") as tmp:
         home = Path(tmp)
         # The project's cards (logging reads a job's card), with runs and store in scratch.
@@ -144,12 +168,12 @@ def main() -> dict[str, float]:
         execution = start_execution("bench")
         figures["first_execution_s"] = time.perf_counter() - started  # includes creating the schema
 
-        synthetic = _log_synthetic(home / "runs" / "sqlite", execution, SYNTHETIC_JOBS)
+        synthetic = _log_synthetic(home / "runs" / "sqlite", execution, args.jobs)
         print(f"MLflow logging per job, synthetic constant model: {_summary(synthetic)} "
               f"(first one includes MLflow's lazy imports: {synthetic[0]:.3f} s)")
         figures["log_s_median"] = statistics.median(synthetic[1:])
         figures["log_s_max"] = max(synthetic[1:])
-        server = _against_server(home)
+        server = _against_server(home, args.server_jobs)
         if server:
             figures["server_log_s_median"] = statistics.median(server[1:])
             print(f"recording per job, side by side: embedded sqlite {figures['log_s_median']:.3f} s | "
@@ -168,7 +192,7 @@ def main() -> dict[str, float]:
             size_mb = sum(p.stat().st_size for p in (job_dirs[0] / "model").rglob("*") if p.is_file()) / 2**20
             print(f"MLflow logging per job, {framework} (model {size_mb:.1f} MB): {_summary(seconds)}")
             figures[f"log_s_{framework}"] = statistics.median(seconds)
-        if not real:
+        if not real and args.real_per_framework > 0:
             print("No finished jobs in runs/ yet: run `make demo` to time logging of real framework models.")
         finish_execution(execution)
     print(f"import of the tracking module (mlflow): {figures['import_s']:.2f} s, once per run; "

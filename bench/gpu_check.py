@@ -73,6 +73,11 @@ from tasks.resources import GpuSampler, ProcessTreeSampler, gpu_inventory  # noq
 
 IMAGE_SIDE = 32
 BATCH_SIZE = 128
+# The smoke run of tests/integration/test_bench_smoke.py, on a host with or without a GPU: one epoch
+# per probe, one loader setting, the fine-tune and xgboost, a few seconds each. {tmp}: the test's scratch.
+SMOKE_ARGS: tuple[str, ...] = ("--epochs", "1", "--cpu-epochs", "1", "--out", "{tmp}/gpu-check",
+                               "--sweep", "w2", "--sweep-seconds", "5", "--job-seconds", "5",
+                               "--extra", "xgboost", "--extra-seconds", "5")
 
 
 def train_child(device: str, epochs: int, loader_workers: int) -> dict[str, Any]:

@@ -8,7 +8,9 @@ Read directly, no estimate:
   and integrated over the interval (power x time).
 - ``rapl``: the CPU packages' energy from Linux powercap RAPL (``/sys/class/powercap/intel-rapl:N/
   energy_uj``), where the files exist and are readable (often root-only; absent in most VMs). It is
-  the whole package's energy: other processes on the same package count too.
+  the whole package's energy: other processes on the same package count too. The environment
+  variable ``AUTOML_EVAL_POWERCAP_ROOT`` names another folder laid out like /sys/class/powercap to
+  read instead (the tests' fake counters); the job's worker inherits it from the harness.
 - ``none``: no source here; the figure is absent and the reason says why.
 
 nvidia-ml-py is used directly (it is already the project's GPU sampler): zeus and codecarbon add a
@@ -19,6 +21,7 @@ is readable, which this project must not report as a measurement.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 RAPL_ROOT = Path("/sys/class/powercap")
+# Read when a meter is made, not at import: the warm fork server imports this module before any
+# job, and each worker gets the environment of its own job.
+RAPL_ROOT_ENV = "AUTOML_EVAL_POWERCAP_ROOT"
 POWER_SAMPLE_S = 0.05
 Source = str  # nvml_counter | nvml_power | rapl | none
 
@@ -39,6 +45,12 @@ class EnergyReading:
     source: Source
     reason: str = ""  # why a part, or all, is missing
     parts: dict[str, float] = field(default_factory=dict)  # source -> joules
+
+
+def powercap_root() -> Path:
+    """The powercap folder this process reads: RAPL_ROOT_ENV's where it is set, else the host's."""
+    configured = os.environ.get(RAPL_ROOT_ENV, "").strip()
+    return Path(configured) if configured else RAPL_ROOT
 
 
 def _load_nvml() -> Any:
@@ -155,9 +167,10 @@ class _PowerIntegral:
 class EnergyMeter:
     """Measures intervals (`with meter.measure() as reading:`); sources are found once, at construction."""
 
-    def __init__(self, gpu_indices: list[int], *, rapl_root: Path = RAPL_ROOT,
+    def __init__(self, gpu_indices: list[int], *, rapl_root: Path | None = None,
                  nvml: Any | None = None) -> None:
-        self.rapl = _RaplPackages(rapl_root)
+        """`rapl_root`: the powercap folder to read; None reads powercap_root()'s."""
+        self.rapl = _RaplPackages(rapl_root if rapl_root is not None else powercap_root())
         self.gpu = _GpuEnergy(gpu_indices, nvml)
 
     @property

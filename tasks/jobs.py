@@ -276,9 +276,11 @@ def _complete(
             result.scores = _score(job_dir, spec, info.classes or [], fold)
         except Exception as exc:  # noqa: BLE001 - predictions the harness cannot score fail the job
             status, error = "failed", f"scoring the predictions failed: {type(exc).__name__}: {exc}"
-    result.costs = _costs(result, info, job_dir, watched, time.monotonic() - entered)
+    # One instant ends both the job's wall time and its timeline, so "scored" is never past duration_s.
+    scored_unix, duration_s = time.time(), time.monotonic() - entered
+    result.costs = _costs(result, info, job_dir, watched, duration_s)
     stages = info.stage_started_unix or {}
-    info.timeline_s = _timeline(stages, launched_unix, watched.exited_unix)
+    info.timeline_s = _timeline(stages, launched_unix, watched.exited_unix, scored_unix)
     _write_series(job_dir, info, watched, stages, launched_unix)
     # Kept in the timeline and the curve's file: the info loses both.
     result.info = {k: v for k, v in info.to_json().items() if k not in ("stage_started_unix", CURVE_INFO_KEY)}
@@ -316,10 +318,11 @@ def _costs(result: JobResult, info: JobInfo, job_dir: Path, watched: Supervised,
     return costs
 
 
-def _timeline(stages: dict[str, float], launched_unix: float, exited_unix: float) -> dict[str, float]:
+def _timeline(stages: dict[str, float], launched_unix: float, exited_unix: float,
+              scored_unix: float) -> dict[str, float]:
     """Seconds from the worker's launch to the start of each stage, its exit and its scoring:
     where a job's time outside the framework went."""
     timeline = {stage: round(at - launched_unix, 3) for stage, at in stages.items()}
     timeline["worker exited"] = round(exited_unix - launched_unix, 3)
-    timeline["scored"] = round(time.time() - launched_unix, 3)
+    timeline["scored"] = round(scored_unix - launched_unix, 3)
     return timeline

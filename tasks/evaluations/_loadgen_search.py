@@ -9,8 +9,10 @@ back. A process of its own, started with the evaluation's folder as its working 
 reads an optional ``audit.config`` from the working directory and must never find or write one in
 the checkout.
 
-Either the suite names the rates to judge (``target_qps``), or a bisection finds the highest VALID
-rate below the closed loop's best throughput. An HTTP error is a reading: the query still completes
+Either the suite names the rates to judge (``target_qps``), or a search finds the highest VALID
+rate: it starts at the closed loop's best throughput and doubles the rate while LoadGen judges it
+VALID, so that the search holds a rate over the SLO, then bisects between the highest VALID rate and
+the lowest INVALID one. An HTTP error is a reading: the query still completes
 for LoadGen, the step counts it, and a step with errors is over its SLO whatever LoadGen says.
 Each step records the server process tree's CPU % and peak RSS (psutil).
 """
@@ -259,17 +261,22 @@ def search(plan: dict[str, Any], bodies: list[bytes], deadline: float) -> dict[s
             if judge(float(rate)) is None:
                 break
     else:
-        high, low = float(plan.get("high_qps") or 0.0), 0.0
-        found["bracket"] = [low, high]
+        # The closed loop's best throughput is a first guess at capacity, not a bound: an open loop
+        # may hold it (or more), so the search doubles until a rate is over the SLO, then bisects.
+        low, over = 0.0, None
+        rate = float(plan.get("high_qps") or 0.0)
         for _ in range(int(plan["search_steps"])):
-            if high <= 0:
+            if rate <= 0:
                 break
-            rate = (low + high) / 2 if low > 0 else high / 2
             step = judge(rate)
             if step is None:
                 break
-            low, high = (rate, high) if step.within_slo else (low, rate)
-            found["bracket"] = [low, high]
+            if step.within_slo:
+                low = rate
+            else:
+                over = rate
+            found["bracket"] = [low, over]
+            rate = rate * 2 if over is None else (low + over) / 2
     valid = [step for step in steps if step.within_slo]
     if valid:
         best = max(valid, key=lambda step: step.target_qps)

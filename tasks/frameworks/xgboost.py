@@ -22,7 +22,7 @@ import pandas as pd
 
 from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
-from tasks.frameworks.capabilities import OnnxGraph, TreeEnsemble, not_offered
+from tasks.frameworks.capabilities import OnnxGraph, TreeEnsemble
 from tasks.specs import Budget
 
 MODEL_FILE = "xgboost.ubj"  # XGBoost's own format: portable across its versions and machines
@@ -120,10 +120,9 @@ class XGBoostModel(FittedModel):
         from onnxmltools.convert.common.data_types import FloatTensorType
 
         inputs = [("X", FloatTensorType([None, len(self.schema.columns)]))]
-        try:
-            graph = onnxmltools.convert_xgboost(self.estimator, initial_types=inputs)
-        except Exception as exc:  # noqa: BLE001 - the converter's verdict on this model
-            raise not_offered(exc) from None
+        # Every booster this adapter fits is one onnxmltools converts: a converter error is a failure
+        # of the export, reported as such, never "not offered".
+        graph = onnxmltools.convert_xgboost(self.estimator, initial_types=inputs)
         classification = self.task.is_classification
         # Classifiers answer (label, probabilities), regressors (values).
         return OnnxGraph(graph, lambda X: {"X": self._input(X)}, 1 if classification else 0,

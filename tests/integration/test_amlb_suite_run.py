@@ -1,13 +1,15 @@
 """An AMLB benchmark in AMLB's format, end to end through the command: import, build, run, report.
 
-One task is an OpenML task served on 127.0.0.1 in OpenML's formats (the real `openml` client fetches
-it), one a local train/test pair. The suite runs with the constant predictor on fold 0 (the local pair has
-that one); the report, given its own results.csv as the published reference, finds every fold
-reproduced (difference 0).
+One task is OpenML's iris task (59) served on 127.0.0.1 in OpenML's formats (the real `openml` client
+fetches it), one a local train/test pair. The suite runs the constant predictor and RandomForest on
+fold 0 (the local pair has that one); the report, given rows of a real AMLB run as the published
+reference (tests/fixtures/amlb_results_sample.csv, whose task names are AMLB's, not this project's),
+matches iris by AMLB's `id` (openml.org/t/59) and sets this run's RandomForest beside AMLB's.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import subprocess
@@ -20,6 +22,7 @@ from openml_support.server import OpenMLFiles, OpenMLServer, TaskFiles
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
+AMLB_SAMPLE = ROOT / "tests" / "fixtures" / "amlb_results_sample.csv"
 
 BENCHMARK = """---
 - name: __defaults__
@@ -27,8 +30,8 @@ BENCHMARK = """---
   max_runtime_seconds: 20
   cores: 1
 
-- name: cancer
-  openml_task_id: 9201
+- name: iris
+  openml_task_id: 59
 
 - name: penguins
   dataset:
@@ -40,12 +43,11 @@ CONSTRAINTS = "---\n\ntest:\n  folds: 1\n  max_runtime_seconds: 20\n  cores: 1\n
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "AUTOML_EVAL_HOME": str(home),
-        "COLUMNS": "200",
-        "MLFLOW_TRACKING_URI": f"sqlite:///{home / 'mlflow' / 'mlflow.db'}",
-    }
+    # The scratch project's embedded store (home/mlflow/mlflow.db, artifacts beside it): a
+    # MLFLOW_TRACKING_URI of our own would leave the artifact root to MLflow, which puts it in
+    # ./mlruns of the working directory, the real project's.
+    env = {name: value for name, value in os.environ.items() if name != "MLFLOW_TRACKING_URI"}
+    env |= {"AUTOML_EVAL_HOME": str(home), "COLUMNS": "200"}
     done = subprocess.run(
         [sys.executable, "-m", "flows.cli", *args],
         cwd=ROOT,
@@ -59,11 +61,11 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def test_an_amlb_benchmark_imports_builds_runs_and_reproduces_itself(
+def test_an_amlb_benchmark_imports_builds_runs_and_is_set_beside_published_amlb_results(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from palmerpenguins import load_penguins
-    from sklearn.datasets import load_breast_cancer
+    from sklearn.datasets import load_iris
 
     home = tmp_path / "project"
     (home / "specs" / "datasets").mkdir(parents=True)
@@ -79,14 +81,18 @@ def test_an_amlb_benchmark_imports_builds_runs_and_reproduces_itself(
     (home / "amlb" / "mini.yaml").write_text(BENCHMARK)
     (home / "amlb" / "constraints.yaml").write_text(CONSTRAINTS)
 
-    cancer = load_breast_cancer(as_frame=True)
-    frame = cancer.data.iloc[:150, :4].rename(columns=lambda name: name.replace(" ", "_"))
-    frame["diagnosis"] = cancer.target.iloc[:150].map(dict(enumerate(cancer.target_names)))
+    # Iris as OpenML's dataset 61 holds it (its column names and labels), under task 59's 10 folds;
+    # its few identical rows are left out, as the data gate refuses a split that tests a copy of a
+    # training row (tests/unit/test_openml_tasks.py covers that refusal).
+    iris = load_iris(as_frame=True)
+    frame = iris.data.rename(columns=lambda name: name.replace(" (cm)", "").replace(" ", ""))
+    frame["class"] = iris.target.map({i: f"Iris-{name}" for i, name in enumerate(iris.target_names)})
+    frame = frame.drop_duplicates(ignore_index=True)
     files = OpenMLFiles(tmp_path / "openml")
     server = OpenMLServer(files.root)
     try:
         files.add_task(
-            TaskFiles(9201, 901, "cancer_mini", frame, "diagnosis", "Supervised Classification", folds=5),
+            TaskFiles(59, 61, "iris", frame, "class", "Supervised Classification", folds=10),
             server.base_url,
         )
         monkeypatch.setenv("AUTOML_EVAL_OPENML_SERVER", server.url)
@@ -98,7 +104,7 @@ def test_an_amlb_benchmark_imports_builds_runs_and_reproduces_itself(
             "--constraint",
             str(home / "amlb" / "constraints.yaml"),
             "--frameworks",
-            "constantpredictor",
+            "constantpredictor,RandomForest",
         )
         _cli(home, "datasets", "build", "--no-dvc")
     finally:
@@ -106,13 +112,27 @@ def test_an_amlb_benchmark_imports_builds_runs_and_reproduces_itself(
     # From here on OpenML is gone: the run reads the built data only.
     _cli(home, "run", "mini")
     reports = sorted((home / "reports").glob("mini-*"))
-    results = reports[-1] / "results.csv"
-    assert set(pd.read_csv(results)["task"]) == {"openml_9201", "amlb_mini_penguins"}
-    reference = home / "amlb-results.csv"
-    shutil.copy(results, reference)
-    _cli(home, "report", "mini", "--reference", str(reference), "--out", str(home / "reports" / "against"))
+    results = pd.read_csv(reports[-1] / "results.csv")
+    assert set(results["task"]) == {"openml_59", "amlb_mini_penguins"} and results["result"].notna().all()
+    _cli(home, "report", "mini", "--reference", str(AMLB_SAMPLE), "--out", str(home / "reports" / "against"))
     rows = pd.read_csv(home / "reports" / "against" / "reference.csv")
-    assert len(rows) == 2  # 2 tasks x fold 0 of the constant predictor
-    assert set(rows["task"]) == {"openml_9201", "amlb_mini_penguins"} and (rows["difference"] == 0).all()
+    # AMLB published iris (openml.org/t/59) for RandomForest only: one row, fold 0 of rf, matched by
+    # the id although AMLB calls the task `iris` and this project `openml_59`.
+    assert list(zip(rows["task"], rows["framework"], rows["fold"], rows["metric"], strict=True)) == [
+        ("openml_59", "rf", 0, "neg_logloss")
+    ]
+    with AMLB_SAMPLE.open(newline="") as handle:
+        published = {
+            int(row["fold"]): float(row["result"])
+            for row in csv.DictReader(handle)
+            if (row["id"], row["framework"]) == ("openml.org/t/59", "RandomForest")
+        }
+    ours = results.loc[(results["task"] == "openml_59") & (results["framework"] == "rf"), "result"].item()
+    assert rows["reference_result"].item() == pytest.approx(published[0])
+    assert rows["difference"].item() == pytest.approx(ours - published[0]) and rows["difference"].item() != 0
+    spread = pd.Series([published[0], published[1]]).std()  # over the published folds, as AMLB ran them
+    assert rows["z"].item() == pytest.approx((ours - published[0]) / spread)
+    markdown = (home / "reports" / "against" / "report.md").read_text()
+    assert "amlb_mini_penguins x rf" in markdown and "openml_59 x constant" in markdown  # named as unmatched
     tabarena = pd.read_csv(home / "reports" / "against" / "tabarena.csv")
-    assert set(tabarena.loc[tabarena["dataset"] == "openml_9201", "tid"]) == {9201}
+    assert set(tabarena.loc[tabarena["dataset"] == "openml_59", "tid"]) == {59}

@@ -76,7 +76,8 @@ def test_cli_validate_exits_0_on_the_catalog_and_1_on_a_corrupted_copy(data_home
     output = broken.stdout + broken.stderr
     assert broken.returncode == 1, output
     assert "column 'island' failed expect_column_unique_value_count_to_be_between" in output
-    assert "2 of 3 datasets passed the gate; failed: penguins." in output
+    # The two unchanged datasets keep their verdicts; only the changed one is gated again.
+    assert "2 of 3 datasets passed the gate; failed: penguins (2 verdicts reused, 1 computed)." in output
     assert "Traceback" not in output
 
 

@@ -91,3 +91,24 @@ def test_an_error_rate_is_a_reading_and_the_evaluation_stays_ok(project: dict[st
     assert step["errors"] > 0 and not step["within_slo"]  # a step with errors is over its SLO
     assert step["first_error"].startswith("HTTP 400")
     assert outcome["metrics"]["serve_loadgen_valid_qps"] == 0
+
+
+def test_with_no_target_the_search_brackets_the_highest_valid_rate(project: dict[str, DatasetSpec],
+                                                                    tmp_path: Path) -> None:
+    # No target_qps: the search starts at the closed loop's best rate, doubles while VALID, then
+    # bisects. One worker sleeping SLEEP_MS a request holds 25 requests/s at most, so no VALID rate
+    # can be above 25; three steps are enough to hold one VALID rate and one INVALID rate above it.
+    capacity = 1000 / serving_adapter.SLEEP_MS
+    outcome, details, _ = _serve(project, tmp_path, "sleep", slo_ms=400, search_steps=3, **LOADGEN)
+    assert outcome["status"] == "ok", outcome["reason"]
+    search = details["info"]["loadgen"]
+    steps = search["steps"]
+    assert len(steps) == 3
+    valid = [step["target_qps"] for step in steps if step["within_slo"]]
+    invalid = [step["target_qps"] for step in steps if not step["within_slo"]]
+    assert valid and invalid, steps
+    assert 0 < max(valid) < capacity
+    assert min(invalid) > max(valid)
+    assert all(step["validity"] == "INVALID" for step in steps if step["target_qps"] >= 2 * capacity)
+    assert search["bracket"] == [max(valid), min(invalid)]
+    assert outcome["metrics"]["serve_loadgen_valid_qps"] == max(valid)

@@ -1,5 +1,6 @@
-"""Frameworks given more rows than their budget holds: a recorded sample, or one sentence saying
-no model was trained, never a traceback from an empty prediction; H2O's heap follows the budget."""
+"""Frameworks given more rows than their budget holds: a recorded sample (capped by the suite's
+`_max_train_rows`, or by the budget itself), or one sentence saying no model was trained, never a
+traceback from an empty prediction; H2O's heap follows the budget."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from jobs_support.tiny_project import make_project
 
 from tasks.frameworks.registry import get_adapter
-from tasks.jobs import run_job
+from tasks.jobs import grace_s, run_job
 from tasks.plan import Job
 from tasks.results import PREDICTIONS_FILE
 from tasks.specs import Budget
@@ -60,6 +61,39 @@ def test_flaml_above_its_row_cap_is_fitted_on_a_sample_and_scored_on_the_whole_t
     assert "of the 80 training rows, as the suite's _max_train_rows sets" in result.info["sampled"]
     assert result.info["sampled"].endswith("scored on the whole test part")
     assert len(pd.read_csv(job_dir / PREDICTIONS_FILE)) == result.costs["test_rows"] == 80
+
+
+def test_rfs_own_budget_caps_its_rows_without_a_suite_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.frameworks.rf import CELLS_PER_CORE_MINUTE
+
+    _available("rf")
+    # rf: the cheapest framework with a row cap. No `_max_train_rows`: one core and one second of
+    # time_s hold 750,000 / 60 = 12,500 cells, i.e. 3,125 rows of the tiny project's 4 feature
+    # columns, fewer than the 4,000 training rows of fold 0.
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    spec = make_project(tmp_path / "project", rows=8000)["binary"]
+    budget = Budget(name="tiny-rf", time_s=1, cores=1, memory_mb=2000)
+    job = Job("integration", spec.name, "v0", "rf", None, 0, 0, budget, get_adapter("rf").test_params())
+    job_dir = tmp_path / "runs" / "rf"
+    feature_columns = 4  # x1, x2, color, note
+    cap = int(CELLS_PER_CORE_MINUTE * budget.cores * budget.time_s / 60 / feature_columns)
+
+    result = run_job(job, spec, job_dir)
+
+    assert result.status == "ok", result.error
+    assert "_max_train_rows" not in result.info["params"]  # the budget alone set the cap
+    assert result.costs["train_rows"] == 4000
+    fit_rows = result.costs["fit_rows"]
+    assert fit_rows < result.costs["train_rows"]
+    assert abs(fit_rows - cap) <= 1  # each class keeps its share, rounded
+    assert result.info["sampled"] == (
+        f"fitted on a random sample of {int(fit_rows):,} of the 4,000 training rows, the most the budget "
+        "allows (suite param _max_train_rows); scored on the whole test part")
+    assert len(pd.read_csv(job_dir / PREDICTIONS_FILE)) == result.costs["test_rows"] == 4000
+    # The harness's own rule for every job: the fit ends within time_s and its grace.
+    assert result.costs["fit_s"] <= budget.time_s + grace_s(job, get_adapter("rf"))
 
 
 def test_h2os_heap_follows_the_budgets_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

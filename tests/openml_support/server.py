@@ -10,6 +10,9 @@ at this one, bound to 127.0.0.1. It serves what the client requests for a task, 
 - `datasets/0000/ID/dataset_ID.pq`: the data as Parquet, the way OpenML's MinIO store serves it to the
   client's `minio` library (HEAD for the object's size and ETag, then GET), when a task asks for it.
 
+A recorded task (`OpenMLFiles.add_recorded_task`) is served from OpenML's own responses as saved in
+tests/fixtures/openml/ (see its README), byte for byte but for the two absolute URLs they hold.
+
 An unknown task or dataset is answered as OpenML answers it: HTTP 412 with an `oml:error` body.
 Responses are gzip-encoded, as OpenML's are (the client warns about uncompressed content).
 """
@@ -18,17 +21,21 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 import threading
 from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import arff
 import numpy as np
 import pandas as pd
 
 XML_NS = 'xmlns:oml="http://openml.org/openml"'
+# Where OpenML's recorded responses live (tests/fixtures/openml/README.md names their source).
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "openml"
 # OpenML's error codes for an id it does not know (task/get 151, data/get 111, study/get 601).
 UNKNOWN_ERRORS = {
     "task": (151, "Unknown task"),
@@ -182,6 +189,36 @@ class OpenMLFiles:
         )
         self._write(f"data/v1/download/{file_id}/{task.name}.arff", data_arff)
 
+    def add_recorded_task(self, task_id: int, base_url: str, recorded: Path = RECORDED) -> None:
+        """Serve a task as OpenML answered for it: recorded/tasks/ID/{task.xml, datasplits.arff.gz} and
+        its dataset's recorded/datasets/DID/{description.xml, features.xml, dataset.arff}.
+
+        The task and the description name absolute URLs on OpenML's hosts (the splits, the ARFF); the
+        client follows them as given, so each is pointed at this server, at the same path, and the
+        file is put there. Nothing else is changed: the ARFF still matches the description's md5,
+        which the client checks.
+        """
+        task_xml = (recorded / "tasks" / str(task_id) / "task.xml").read_text(encoding="utf-8")
+        task_xml, splits_path = _served_url(task_xml, "data_splits_url", base_url)
+        dataset_id = re.search(r"<oml:data_set_id>(\d+)</oml:data_set_id>", task_xml)
+        assert dataset_id is not None, f"recorded task {task_id} names no dataset"
+        dataset = recorded / "datasets" / dataset_id.group(1)
+        description, data_path = _served_url(
+            (dataset / "description.xml").read_text(encoding="utf-8"), "url", base_url
+        )
+        self._write(f"api/v1/xml/task/{task_id}", task_xml)
+        splits = gzip.decompress((recorded / "tasks" / str(task_id) / "datasplits.arff.gz").read_bytes())
+        self._write(splits_path, splits.decode("utf-8"))
+        self._write(f"api/v1/xml/data/{dataset_id.group(1)}", description)
+        self._write(
+            f"api/v1/xml/data/features/{dataset_id.group(1)}",
+            (dataset / "features.xml").read_text(encoding="utf-8"),
+        )
+        # Bytes, not text: the ARFF's md5 must stay the one the description records.
+        target = self.root / data_path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((dataset / "dataset.arff").read_bytes())
+
     def add_suite(self, suite_id: int, alias: str, task_ids: list[int]) -> None:
         tasks = "".join(f"    <oml:task_id>{task_id}</oml:task_id>\n" for task_id in task_ids)
         self._write(
@@ -200,6 +237,14 @@ class OpenMLFiles:
 </oml:study>
 """,
         )
+
+
+def _served_url(xml: str, element: str, base_url: str) -> tuple[str, str]:
+    """`xml` with the absolute URL of <oml:ELEMENT> moved onto `base_url`, and that URL's path."""
+    found = re.search(rf"<oml:{element}>([^<]+)</oml:{element}>", xml)
+    assert found is not None, f"no <oml:{element}> in the recorded response"
+    path = urlsplit(found.group(1)).path.lstrip("/")
+    return xml[: found.start(1)] + f"{base_url}/{path}" + xml[found.end(1) :], path
 
 
 def _is_nominal(values: pd.Series) -> bool:

@@ -1,8 +1,11 @@
 """Energy with its source: a fake NVML that reports a known counter (or only power), RAPL files in a
-folder laid out like /sys/class/powercap, and `none` with the reason on this machine."""
+folder laid out like /sys/class/powercap, and `none` with the reason on this machine; and real jobs
+whose worker reads scripted RAPL counters (AUTOML_EVAL_POWERCAP_ROOT), or an empty folder."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -10,7 +13,7 @@ from typing import Any
 import pytest
 from jobs_support.tiny_project import make_project
 
-from tasks.energy import RAPL_ROOT, EnergyMeter
+from tasks.energy import RAPL_ROOT, RAPL_ROOT_ENV, EnergyMeter
 from tasks.jobs import run_job
 from tasks.plan import Job
 from tasks.specs import Budget
@@ -117,17 +120,123 @@ def test_none_on_this_machine_with_the_reason(tmp_path: Path) -> None:
     assert "RAPL" in reading.reason and "no GPU" in reading.reason
 
 
+class ScriptedEnergyFile:
+    """An energy_uj file whose k-th read gives `readings[k]`, however fast or slow the reads come.
+
+    Each read is served through its own FIFO, and energy_uj is a symlink to the FIFO of the next
+    read. Opening a FIFO for writing waits until a reader has opened it; only then is the link moved
+    on to the next read's FIFO and the value written and closed (EOF). So read k+1, which starts
+    after read k has its value, can only open FIFO k+1: no timing decides which value a read gets.
+    After the last reading the link points at a plain file holding it: later reads see the counter
+    stand still instead of blocking.
+    """
+
+    def __init__(self, domain: Path, readings: list[int]) -> None:
+        self.domain, self.readings = domain, readings
+        self.reads_served = 0
+        self._stopping = False
+        os.mkfifo(self._fifo(0))
+        (domain / "energy_uj").symlink_to(self._fifo(0).name)
+        self._thread = threading.Thread(target=self._serve, name=f"rapl-{domain.name}", daemon=True)
+        self._thread.start()
+
+    def _fifo(self, read: int) -> Path:
+        return self.domain / f".energy_uj.read-{read}"
+
+    def _point_at(self, target: Path) -> None:
+        link = self.domain / ".energy_uj.next"
+        link.symlink_to(target.name)
+        link.replace(self.domain / "energy_uj")  # atomic: a reader sees the old link or the new one
+
+    def _serve(self) -> None:
+        for read, value in enumerate(self.readings):
+            pipe = os.open(self._fifo(read), os.O_WRONLY)  # waits for read `read` to open it
+            try:
+                if self._stopping:
+                    return
+                if read + 1 < len(self.readings):
+                    os.mkfifo(self._fifo(read + 1))
+                    self._point_at(self._fifo(read + 1))
+                else:
+                    last = self.domain / ".energy_uj.last"
+                    last.write_text(f"{value}\n")
+                    self._point_at(last)
+                os.write(pipe, f"{value}\n".encode())
+                self.reads_served = read + 1
+            finally:
+                os.close(pipe)
+
+    def stop(self) -> None:
+        """Release the thread where it still waits for a read that never came."""
+        self._stopping = True
+        if self._thread.is_alive():
+            waiting = os.open(self._fifo(self.reads_served), os.O_RDONLY | os.O_NONBLOCK)
+            self._thread.join(timeout=5)
+            os.close(waiting)
+
+
+def _fake_powercap(root: Path, counters_uj: dict[str, list[int]], range_uj: int) -> list[ScriptedEnergyFile]:
+    """A folder laid out like /sys/class/powercap: one package domain per entry of `counters_uj`."""
+    files = []
+    for package, readings in counters_uj.items():
+        domain = root / package
+        domain.mkdir(parents=True)
+        (domain / "name").write_text(f"package-{package.rsplit(':', 1)[1]}\n")
+        (domain / "max_energy_range_uj").write_text(f"{range_uj}\n")
+        files.append(ScriptedEnergyFile(domain, readings))
+    return files
+
+
+def _energy_job(spec: Any) -> Job:
+    return Job("energy", spec.name, "v0", "constant", None, 0, 0,
+               Budget(name="e", time_s=5, cores=1, memory_mb=2000), {})
+
+
+def test_a_job_records_its_rapl_energy_and_the_per_1k_figure_from_the_counters(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
+    # 61 rows in 2 folds: 31 test rows and 30 training rows, so dividing by the wrong part shows.
+    spec = make_project(tmp_path / "project", rows=61)["binary"]
+    # The worker reads each package's counter five times, in this order: once when its meter looks
+    # for sources, then before and after the fit, then before and after predicting the test part.
+    counters_uj = {
+        "intel-rapl:0": [1_000_000, 1_000_000, 7_000_000, 7_000_000, 7_500_000],
+        "intel-rapl:1": [40_000_000, 40_000_000, 41_500_000, 41_500_000, 41_750_000],
+    }
+    fit_j = sum(read[2] - read[1] for read in counters_uj.values()) / 1e6  # 6 + 1.5 J
+    predict_j = sum(read[4] - read[3] for read in counters_uj.values()) / 1e6  # 0.5 + 0.25 J
+    test_rows = 31
+    powercap = tmp_path / "powercap"
+    files = _fake_powercap(powercap, counters_uj, range_uj=262_143_328_850)
+    monkeypatch.setenv(RAPL_ROOT_ENV, str(powercap))  # the worker inherits it
+    job = _energy_job(spec)
+    try:
+        result = run_job(job, spec, tmp_path / "runs" / job.key)
+    finally:
+        for file in files:
+            file.stop()
+
+    assert result.status == "ok", result.error
+    assert [file.reads_served for file in files] == [5, 5]
+    assert result.costs["test_rows"] == test_rows and result.costs["train_rows"] == 30
+    assert result.info["energy"]["source"] == "rapl"
+    assert result.info["energy"]["fit_parts_j"] == pytest.approx({"rapl": fit_j})
+    assert result.costs["energy_fit_j"] == pytest.approx(7.5) == pytest.approx(fit_j)
+    # Joules per 1,000 predicted rows: the test part's joules over its rows.
+    assert result.costs["energy_predict_per_1k_j"] == pytest.approx(predict_j / test_rows * 1000)
+    assert result.costs["energy_predict_per_1k_j"] == pytest.approx(0.75 / 31 * 1000)
+
+
 def test_a_job_records_its_energy_source_and_no_figure_without_one(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
     spec = make_project(tmp_path / "project", rows=60)["binary"]
-    job = Job("energy", spec.name, "v0", "constant", None, 0, 0, Budget(name="e", time_s=5, cores=1,
-                                                                         memory_mb=2000), {})
+    # An empty powercap folder: no source on any host, RAPL or not.
+    monkeypatch.setenv(RAPL_ROOT_ENV, str(_no_rapl(tmp_path)))
+    job = _energy_job(spec)
     result = run_job(job, spec, tmp_path / "runs" / job.key)
     assert result.status == "ok", result.error
     energy = result.info["energy"]
-    if any(RAPL_ROOT.glob("intel-rapl:*/energy_uj")):
-        assert energy["source"] == "rapl" or "RAPL" in energy["reason"]
-    else:
-        assert energy["source"] == "none" and "RAPL" in energy["reason"]
-        assert "energy_fit_j" not in result.costs and "energy_predict_per_1k_j" not in result.costs
+    assert energy["source"] == "none" and "no RAPL powercap domains under" in energy["reason"]
+    assert str(_no_rapl(tmp_path)) in energy["reason"] and energy["fit_parts_j"] == {}
+    assert "energy_fit_j" not in result.costs and "energy_predict_per_1k_j" not in result.costs

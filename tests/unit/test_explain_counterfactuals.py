@@ -5,12 +5,15 @@ in tests/integration/test_explain_regression.py."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tasks.data.restore import find_version, keep_in_cache, local_remotes, restore_into
+from tasks.data.pinning import pin, push
+from tasks.data.restore import find_version, local_remotes, restore_into
 from tasks.data.versions import file_md5
 from tasks.report.counterfactuals import ALL_MIXES, ONE_AT_A_TIME, attribute, mix_label, plan_mixes
 from tasks.specs import load_dataset_spec
@@ -108,18 +111,23 @@ def test_a_single_factor_takes_the_whole_change_and_one_at_a_time_is_not_called_
 
 
 def test_a_version_gone_from_the_workspace_comes_back_from_a_local_dvc_remote(
-    data_home, tmp_path: Path
-) -> None:  # noqa: ANN001
+    data_home, tmp_path: Path  # noqa: ANN001 - conftest fixture
+) -> None:
+    # The remote is filled by DVC itself (`dvc push` through the project's pin/push), so the test
+    # holds restore.py to DVC's own layout, not to one it writes. Unlike
+    # tests/integration/test_data_restore_dvc.py (a git repository, a relative remote, the dvc
+    # CLI), this is the no-git case with the remote as an absolute path, the form
+    # `dvc remote add -d NAME /folder` writes, and it runs with the unit tests.
     home = data_home("breast_cancer")
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    remote = tmp_path / "remote"
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=home, check=True)
+    subprocess.run([dvc, "remote", "add", "-d", "local", str(remote)], cwd=home, check=True)
     spec = load_dataset_spec("breast_cancer")
     old_md5 = file_md5(spec.path)
-    remote = tmp_path / "remote"
-    stored = keep_in_cache(spec.path, home)  # a cache entry, moved below to the remote
-    (remote / stored.relative_to(home / ".dvc" / "cache")).parent.mkdir(parents=True)
-    shutil.move(stored, remote / stored.relative_to(home / ".dvc" / "cache"))
-    (home / ".dvc" / "config").write_text(
-        f"[core]\n    remote = local\n['remote \"local\"']\n    url = {remote}\n"
-    )
+    pin()
+    assert push() is None
+    shutil.rmtree(home / ".dvc" / "cache")  # only the remote holds the pushed version now
     spec.path.write_text(spec.path.read_text().replace("\n1", "\n0", 5))  # a new version in the workspace
     assert file_md5(spec.path) != old_md5 and local_remotes(home) == {"local": remote}
     target = tmp_path / "mix" / "datasets"

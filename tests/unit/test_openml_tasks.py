@@ -2,11 +2,15 @@
 
 The test writes three tasks (binary, multiclass, regression) from real data that packages ship, in
 OpenML's formats (task XML, dataset description and features, ARFF data, datasplits ARFF), serves
-them, and builds stub cards through `automl-eval datasets build`'s code path.
+them, and builds stub cards through `automl-eval datasets build`'s code path. One more task is
+OpenML's own recorded answer (tests/fixtures/openml/: task 1882 on anneal, 10 repeats of 10 folds),
+served as recorded, so the client's real parsing and the real split layout are what is checked.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import shutil
 import subprocess
 import sys
@@ -18,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from openml_support.server import OpenMLFiles, OpenMLServer, TaskFiles, split_assignment
+from openml_support.server import RECORDED, OpenMLFiles, OpenMLServer, TaskFiles, split_assignment
 
 from tasks.data import build, openml_tasks
 from tasks.data.folds import split
@@ -148,7 +152,10 @@ def test_stub_cards_become_cards_with_openml_roles_and_splits(served: Served) ->
         "flipper_length_mm": "numeric",
         "sex": "categorical",
     }
-    assert "2 repeats" in penguins["description"] or "2x5" in penguins["description"]
+    assert penguins["description"] == (
+        "OpenML task 9102: dataset penguins_small (id 802, version 1), OpenML's 2x5 split; "
+        "OpenML's split has 2 repeats; the folds are its first, as AMLB runs them."
+    )
     diabetes = _card("diabetes")
     assert (diabetes["problem_type"], diabetes["metric"], diabetes["rows"]) == ("regression", "rmse", 100)
 
@@ -174,6 +181,70 @@ def test_stub_cards_become_cards_with_openml_roles_and_splits(served: Served) ->
     assert not again.errors, again.errors
     assert {p.name: p.read_bytes() for p in datasets.iterdir()} == before
     served.server = OpenMLServer(served.files.root)  # the fixture stops one at the end
+
+
+def _recorded_splits(task_id: int) -> pd.DataFrame:
+    """OpenML's datasplits ARFF as recorded: one row per (type, rowid, repeat, fold)."""
+    text = gzip.decompress((RECORDED / "tasks" / str(task_id) / "datasplits.arff.gz").read_bytes()).decode()
+    body = text.split("@data", 1)[1]  # the header declares exactly these four attributes, in this order
+    return pd.read_csv(io.StringIO(body), names=["type", "rowid", "repeat", "fold"], skip_blank_lines=True)
+
+
+def _test_fold_of_each_row(splits: pd.DataFrame, repeat: int, rows: int) -> np.ndarray:
+    tested = splits[(splits["type"] == "TEST") & (splits["repeat"] == repeat)]
+    folds = np.full(rows, -1)
+    folds[tested["rowid"].to_numpy()] = tested["fold"].to_numpy()
+    return folds
+
+
+def test_a_recorded_openml_task_keeps_the_first_repeat_of_its_split_row_for_row(served: Served) -> None:
+    served.files.add_recorded_task(1882, served.server.base_url)
+    _stub("anneal", 1882)
+    report = build.build(use_dvc=False)
+    assert not report.errors, report.errors
+
+    # The expectation, from the recorded datasplits file itself: 898 rows (anneal's), 10 repeats x
+    # 10 folds, each repeat testing every row exactly once.
+    splits = _recorded_splits(1882)
+    rows = int(splits["rowid"].max()) + 1
+    assert rows == 898
+    assert sorted(splits["repeat"].unique()) == list(range(10))
+    assert sorted(splits["fold"].unique()) == list(range(10))
+    tested = splits[splits["type"] == "TEST"]
+    assert (tested.groupby("repeat")["rowid"].nunique() == rows).all() and len(tested) == 10 * rows
+    first = _test_fold_of_each_row(splits, 0, rows)
+    assert (first >= 0).all()
+    # The premise that makes "the first repeat" checkable: the second repeat puts rows elsewhere.
+    assert (_test_fold_of_each_row(splits, 1, rows) != first).any()
+
+    card = _card("anneal")
+    assert (card["problem_type"], card["metric"], card["target"], card["rows"]) == (
+        "multiclass",
+        "logloss",
+        "class",
+        rows,
+    )
+    assert card["description"] == (
+        "OpenML task 1882: dataset anneal (id 2, version 1), OpenML's 10x10 split; "
+        "OpenML's split has 10 repeats; the folds are its first, as AMLB runs them."
+    )
+    datasets = openml_tasks.paths.datasets_dir()
+    np.testing.assert_array_equal(pd.read_csv(datasets / "anneal.folds.csv")["fold"].to_numpy(), first)
+    spec = load_dataset_spec("anneal")
+    for fold in range(10):
+        train, test = split(spec, fold)
+        part = splits[(splits["repeat"] == 0) & (splits["fold"] == fold)]
+        np.testing.assert_array_equal(np.sort(test), np.sort(part.loc[part["type"] == "TEST", "rowid"]))
+        np.testing.assert_array_equal(np.sort(train), np.sort(part.loc[part["type"] == "TRAIN", "rowid"]))
+    data = pd.read_csv(datasets / "anneal.csv")
+    assert len(data) == rows and set(data["class"].astype(str)) == {"1", "2", "3", "5", "U"}
+    # What the client fetched is the recording itself (the ARFF also passed its md5 check).
+    (cached_arff,) = openml_tasks.cache_dir().rglob("datasets/2/dataset.arff")
+    assert cached_arff.read_bytes() == (RECORDED / "datasets" / "2" / "dataset.arff").read_bytes()
+    (cached_splits,) = openml_tasks.cache_dir().rglob("tasks/1882/datasplits.arff")
+    assert cached_splits.read_bytes() == gzip.decompress(
+        (RECORDED / "tasks" / "1882" / "datasplits.arff.gz").read_bytes()
+    )
 
 
 def test_unknown_task_is_one_sentence_and_writes_nothing(served: Served) -> None:

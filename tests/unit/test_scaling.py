@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -30,6 +31,8 @@ from tasks.tracking.job_run import log_job_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = Budget(name="b", time_s=30, cores=1, memory_mb=2000)
+# The thread variables the worker records in its info.environment (tasks/worker.py).
+RECORDED_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def _suite(tmp_path: Path, block: str) -> Path:
@@ -144,13 +147,29 @@ def test_the_speedup_table_by_hand_on_a_fixed_work_job_at_1_and_2_cores(
     base = make_jobs("scaling_unit", {spec.name: "v0"}, [FrameworkRef(name="hgb", params={"max_iter": 10})],
                      1, [0], budget)
     execution = start_execution("scaling_unit", budget=budget.name)
+    info_by_cores: dict[int, dict[str, Any]] = {}
     for job in expand_scaling(base, steps):
         job_dir = job_dir_for(job)
         write_pending(job_dir, execution, job, problem_type=spec.problem_type, metric=str(spec.metric))
         result = run_job(job, spec, job_dir)
         assert result.status == "ok", result.error
+        info_by_cores[job.budget.cores] = result.info
         mark_result_final(job_dir)
         log_job_dir(job_dir)
+
+    # Each step ran on its cores, as its worker recorded them: the cores it was granted, the
+    # affinity it really had, its thread variables and the size of every thread pool loaded.
+    assert sorted(info_by_cores) == [1, 2]
+    for cores, info in info_by_cores.items():
+        assert len(info["cores"]) == cores and info["affinity"] == sorted(info["cores"])
+        assert {name: info["environment"][name] for name in RECORDED_THREAD_VARIABLES} == dict.fromkeys(
+            RECORDED_THREAD_VARIABLES, str(cores))
+        assert info["thread_pools"], "the worker recorded no thread pool"
+        assert {pool["threads"] for pool in info["thread_pools"]} == {cores}, info["thread_pools"]
+        if info["launcher"] == "warm":
+            # The fork server has scikit-learn loaded: hgb's OpenMP pool is held to the step's cores
+            # too (a cold worker loads it only at the fit, after the record, under OMP_NUM_THREADS).
+            assert "openmp" in {pool["api"] for pool in info["thread_pools"]}
 
     runs = read.job_runs(execution_id=execution.execution_id)
     assert sorted(runs["params.scaling_cores"]) == ["1", "2"] and set(runs["params.scaling_gpus"]) == {"0"}
