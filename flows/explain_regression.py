@@ -41,7 +41,10 @@ from flows.attribution_factors import (
 )
 from flows.benchmark import benchmark
 from tasks import paths
+from tasks.data import folds
 from tasks.data.folds import folds_path
+from tasks.data.load import load_frame
+from tasks.data.materialize import save_folds
 from tasks.data.restore import find_version, restore_into
 from tasks.environment_install import releases_between
 from tasks.errors import UserError
@@ -89,6 +92,7 @@ class MixRun:
     seconds: float
     install_s: float = 0.0  # pip installing the framework versions this mix needed first
     code: str = ""  # the commit whose adapters ran, when the project commit is a factor
+    problems: list[str] = field(default_factory=list)  # its jobs that did not end ok, with the reason
 
 
 @dataclass
@@ -263,11 +267,20 @@ def _mix_home(
         restored = restore_into(spec, md5, home / "datasets", root)
         if restored.path is None:  # checked before anything ran; a cache emptied since then
             raise UserError(restored.source + "; restore it with `dvc pull` and run the command again.")
-        saved_folds = folds_path(spec)
-        if saved_folds.is_file():
-            target = home / "datasets" / saved_folds.relative_to(paths.datasets_dir())
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(saved_folds, target)
+        if folds.is_user_given(spec):
+            # The user's own split is part of the card, not of the data version: it goes as it is.
+            saved_folds = folds_path(spec)
+            if saved_folds.is_file():
+                target = home / "datasets" / saved_folds.relative_to(paths.datasets_dir())
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(saved_folds, target)
+            continue
+        # Folds computed from the restored version itself, as `datasets build` computed them when that
+        # version was current: the workspace's folds belong to the workspace's version, and beside an
+        # older file they put duplicate rows on both sides of a fold (the gate then skips every job).
+        with _in_home(home):
+            restored_spec = load_dataset_spec(dataset)
+            save_folds(restored_spec, load_frame(restored_spec))
     return home
 
 
@@ -486,7 +499,22 @@ class _Runner:
         runs = read.job_runs(execution_id=execution_id)
         seconds = time.perf_counter() - started
         return MixRun(mix, label, execution_id, _run_link(execution_id), len(runs), seconds, install_s,
-                      commit), runs
+                      commit, _problems(runs)), runs
+
+
+def _problems(runs: pd.DataFrame) -> list[str]:
+    """One sentence per reason a mix's jobs did not end ok: how many jobs, their status, the reason."""
+    if runs.empty or "status" not in runs:
+        return []
+    failed = runs[runs["status"].fillna("") != "ok"]
+    reasons: dict[tuple[str, str], int] = {}
+    for _, run in failed.iterrows():
+        error = str(run.get("error") or "").strip()
+        reason = error.splitlines()[0] if error else "no reason recorded"
+        key = (str(run.get("status") or "unknown"), reason)
+        reasons[key] = reasons.get(key, 0) + 1
+    return [f"{count} job{'s' if count > 1 else ''} {status}: {reason}"
+            for (status, reason), count in reasons.items()]
 
 
 def explain(
@@ -673,12 +701,29 @@ def markdown(explanation: Explanation) -> str:
         + ", ".join(f"{d} / {f}" for d, f in explanation.cells)
         + "."
     ]
+    troubled = [mix for mix in explanation.mixes if mix.problems]
+    measured = [
+        f"- {attribution.sentence(quantity, explanation.described)}"
+        + (" (shares add up to the change exactly)" if attribution.exact(quantity) else "")
+        for quantity in counterfactuals.ATTRIBUTED
+        if quantity in attribution.totals
+    ]
     lines += ["", "## The culprit, measured", ""]
-    for quantity in (q for q in counterfactuals.ATTRIBUTED if q in attribution.totals):
-        check = " (shares add up to the change exactly)" if attribution.exact(quantity) else ""
-        lines.append(f"- {attribution.sentence(quantity, explanation.described)}{check}")
-    lines += ["", "## Regression table", "", _md_table(regression_table(explanation))]
-    lines += ["", "## Shares (mean over folds x seeds, 95% t-interval)", "", _md_table(attribution.table())]
+    if measured:
+        lines += measured
+    else:
+        why = ("the jobs of " + ", ".join(f"mix {mix.label}" for mix in troubled) + " did not end ok "
+               "(below)") if troubled else "no mix gave a result to compare"
+        lines.append(f"No share could be measured: {why}.")
+    if troubled:
+        lines += ["", "## Mixes whose jobs did not end ok", ""]
+        for mix in troubled:
+            lines += [f"- mix {mix.label} ({mix.execution_id}): {problem}" for problem in mix.problems]
+    regressions, shares = regression_table(explanation), attribution.table()
+    if not regressions.empty:  # a section is written only with something in it
+        lines += ["", "## Regression table", "", _md_table(regressions)]
+    if not shares.empty:
+        lines += ["", "## Shares (mean over folds x seeds, 95% t-interval)", "", _md_table(shares)]
     lines += ["", f"## Executions ({explanation.jobs_run} jobs run, {explanation.seconds:.0f} s)", ""]
     lines.append(_md_table(_mix_rows(explanation.mixes)))
     bisection = explanation.bisection
