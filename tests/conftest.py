@@ -136,11 +136,39 @@ def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory):
 # ---------------------------------------------------------------- parallel workers (pytest-xdist)
 
 
+# Session fixtures every worker may make for itself: cheap once the catalog is built.
+_PER_WORKER_FIXTURES = frozenset({"built_catalog"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `make test`'s workers (--dist loadgroup), each module runs whole on one worker, so its
-    module fixtures (a built job, a started server) are made once; every test that uses the team
-    stack goes to one worker, so the session starts one stack, not one per worker."""
+    """Under `make test`'s workers (--dist loadgroup) a test goes to whichever worker is free, except:
+    every test that uses the team stack goes to one worker, so the session starts one stack; and a
+    module whose tests share a module- or session-scoped fixture (a built job, a started server)
+    runs whole on one worker, so that fixture is made once. Everything else spreads, so one slow
+    parametrized module (every framework explained and exported) no longer holds one worker."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        group = "team-stack" if "team" in fixtures else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        if "team" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("team-stack"))
+        elif _shares_a_wide_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _shares_a_wide_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        definitions and definitions[-1].scope != "function" and name not in _PER_WORKER_FIXTURES
+        and _defined_here(definitions[-1].func)  # not pytest's own (tmp_path_factory is session-wide)
+        for name, definitions in info.name2fixturedefs.items()
+    )
+
+
+def _defined_here(function: object) -> bool:
+    import inspect  # only at collection
+
+    try:
+        return Path(inspect.getfile(function)).resolve().is_relative_to(PROJECT_ROOT / "tests")  # type: ignore[arg-type]
+    except TypeError:
+        return False
