@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,7 @@ BENCHMARKS = sorted(path.stem for path in BENCH_DIR.glob("bench_*.py")) + ["gpu_
 SCRATCH = "{tmp}"
 # A safety net against a hung benchmark, far above any smoke run (the team stack's take about a
 # minute): a case fails with its output instead of holding CI until pytest's own limit.
-TIMEOUT_S = 900
+TIMEOUT_S = 480
 SERVICES: dict[str, tuple[Callable[[], bool], str]] = {
     "postgresql": (postgres_up, "PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)"),
 }
@@ -73,7 +75,7 @@ def _filled(text: str, scratch: Path) -> str:
 # free ports), so `make test`'s workers run them side by side rather than one after another.
 @pytest.mark.parametrize(
     "name", [pytest.param(name, marks=pytest.mark.xdist_group(f"bench-smoke-{name}")) for name in BENCHMARKS])
-def test_benchmark_runs_at_its_smallest_size(name: str, tmp_path: Path) -> None:
+def test_benchmark_runs_at_its_smallest_size(name: str, request_cleanup: Callable[[Path], None]) -> None:
     declared = smoke_declarations(name)
     if "SMOKE_ARGS" not in declared:
         pytest.fail(f"bench/{name}.py declares no SMOKE_ARGS: give it the arguments of its smallest run "
@@ -91,7 +93,11 @@ def test_benchmark_runs_at_its_smallest_size(name: str, tmp_path: Path) -> None:
         if not available():
             missing_service(f"bench/{name}.py needs it: {reason}")
 
-    scratch = tmp_path / "scratch"
+    # A short folder, not tmp_path: under pytest-xdist tmp_path is long enough that the socket a
+    # DataLoader's worker processes bind under TMPDIR passes the 107-byte AF_UNIX limit (gpu_check's
+    # loader sweep then failed and hung until the timeout).
+    scratch = Path(tempfile.mkdtemp(prefix="bench-smoke-", dir="/tmp" if Path("/tmp").is_dir() else None))
+    request_cleanup(scratch)
     for folder in ("tmp", "runs", "prefect"):
         (scratch / folder).mkdir(parents=True)
     env = {key: value for key, value in os.environ.items() if key not in UNSET}
@@ -104,6 +110,15 @@ def test_benchmark_runs_at_its_smallest_size(name: str, tmp_path: Path) -> None:
     said = f"{' '.join(command[1:])} (exit {returncode}):\n{stdout[-3000:]}\n{stderr[-3000:]}"
     assert returncode == 0, said
     assert stdout.strip(), f"{said}\nprinted nothing"
+
+
+@pytest.fixture
+def request_cleanup() -> Iterator[Callable[[Path], None]]:
+    """Folders to remove when the test ends, passed or failed."""
+    folders: list[Path] = []
+    yield folders.append
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(command: list[str], env: dict[str, str]) -> tuple[int, str, str]:
