@@ -14,6 +14,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 # ---------------------------------------------------------------- data folders never shadow libraries
 
+import inspect  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -166,8 +167,6 @@ def _shares_a_wide_fixture(item: pytest.Item) -> bool:
 
 
 def _defined_here(function: object) -> bool:
-    import inspect  # only at collection
-
     try:
         return Path(inspect.getfile(function)).resolve().is_relative_to(PROJECT_ROOT / "tests")  # type: ignore[arg-type]
     except TypeError:

@@ -121,9 +121,8 @@ def _edited_since_pinned(spec: DatasetSpec, listing: dict[str, str] | None) -> s
     """
     if listing is None or spec.file not in listing or not spec.path.is_file():
         return None
-    if materializer.sources.get_source(spec) is None or file_md5(spec.path) == listing[spec.file]:
-        return None
-    if not materializer.differs_from_source(spec):
+    # A file without a packaged source is the user's own: nothing would overwrite it.
+    if file_md5(spec.path) == listing[spec.file] or not materializer.differs_from_source(spec):
         return None
     return (
         f"datasets/{spec.file} has local changes (it is neither the version datasets.dvc pins nor what "

@@ -79,8 +79,13 @@ def canonical_bytes(frame: pd.DataFrame, spec: DatasetSpec, path: Path) -> bytes
     return canonical_parquet(frame, spec) if path.suffix == ".parquet" else canonical_csv(frame, spec)
 
 
+def holds_bytes(path: Path, content: bytes) -> bool:
+    """Whether the file at `path` holds exactly `content` (the size first: no read when it differs)."""
+    return path.is_file() and path.stat().st_size == len(content) and path.read_bytes() == content
+
+
 def write_if_changed(path: Path, content: bytes) -> bool:
-    if path.is_file() and path.stat().st_size == len(content) and path.read_bytes() == content:
+    if holds_bytes(path, content):
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     # A partial file per process (two builds at once must not share one); *.tmp is in .dvcignore.
@@ -120,8 +125,7 @@ def differs_from_source(spec: DatasetSpec) -> bool:
     frame = source(spec) if source is not None else None
     if frame is None or not spec.path.is_file():
         return False
-    content = canonical_bytes(frame, spec, spec.path)
-    return spec.path.stat().st_size != len(content) or spec.path.read_bytes() != content
+    return not holds_bytes(spec.path, canonical_bytes(frame, spec, spec.path))
 
 
 def materialize(spec: DatasetSpec, *, regenerate_file: bool = True) -> Materialized:

@@ -11,6 +11,7 @@ import pytest
 from jobs_support.tiny_project import make_project
 
 from tasks.frameworks.registry import get_adapter
+from tasks.frameworks.rf import CELLS_PER_CORE_MINUTE
 from tasks.jobs import grace_s, run_job
 from tasks.plan import Job
 from tasks.results import PREDICTIONS_FILE
@@ -66,8 +67,6 @@ def test_flaml_above_its_row_cap_is_fitted_on_a_sample_and_scored_on_the_whole_t
 def test_rfs_own_budget_caps_its_rows_without_a_suite_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks.frameworks.rf import CELLS_PER_CORE_MINUTE
-
     _available("rf")
     # rf: the cheapest framework with a row cap. No `_max_train_rows`: one core and one second of
     # time_s hold 750,000 / 60 = 12,500 cells, i.e. 3,125 rows of the tiny project's 4 feature
