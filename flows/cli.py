@@ -43,12 +43,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deploy": ("flows.cli_team",
                "Register the nightly, manual and job deployments on the running Prefect server."),
     "datasets": ("flows.cli_datasets",
-                 "Datasets: build (DVC pull or materialize, then dvc repro), list, validate (Great "
-                 "Expectations), status (dvc status in sentences)."),
+                 "Datasets: build (DVC pull or materialize, then dvc repro), pull and push (the DVC "
+                 "remote), list, validate (Great Expectations), status (dvc status in sentences)."),
     "suites": ("flows.cli_suites",
                "Suites: import an AutoML Benchmark (AMLB) benchmark file and constraint."),
     "frameworks": ("flows.cli_frameworks", "Framework adapters: what is installed here."),
     "team": ("flows.cli_team", "Start, stop and inspect the team stack on this machine (127.0.0.1)."),
+    "cluster": ("flows.cli_cluster",
+                "A team across hosts on this machine (network namespaces, no shared disk, TLS, an S3 "
+                "store): up, down, status, exec HOST -- COMMAND."),
 }
 
 

@@ -1,4 +1,5 @@
-"""`automl-eval datasets build | list | validate | status`: the data, its DVC pin and pipeline, its gate."""
+"""`automl-eval datasets build | pull | push | list | validate | status`: the data, its DVC pin and
+pipeline, its gate."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ from rich.table import Table
 
 from flows.output import print_json, print_table
 from tasks import paths
+from tasks.data import pinning
 from tasks.data.build import build, pipeline_skipped
 from tasks.data.catalog import catalog_rows
 from tasks.data.pipeline import Stale, drift_sentence, has_pipeline, lock_drift, reproduce, stale
 from tasks.data.validate import validate_all
+from tasks.data.versions import dir_md5, pinned_md5
+from tasks.errors import UserError
 from tasks.listing import few
 
 console = Console()
 datasets_app = typer.Typer(
-    help="Datasets: build (DVC pull or materialize, then dvc repro), list, validate (Great Expectations), "
-    "status (dvc status in sentences).",
+    help="Datasets: build (DVC pull or materialize, then dvc repro), pull and push (the DVC remote), list, "
+    "validate (Great Expectations), status (dvc status in sentences).",
     no_args_is_help=True,
 )
 
@@ -138,6 +142,39 @@ def _print_status(lines: list[Stale], committed: list[Stale] | None = None) -> N
     if lines or committed:
         sys.exit(1)
     console.print("[green]dvc status: data and pipelines are up to date.[/]")
+
+
+@datasets_app.command("pull")
+def pull_command() -> None:
+    """Fetch the pinned datasets/ from the default DVC remote and check it hashes to datasets.dvc's
+    md5; never rebuilds from packages (a team host takes the team's copy or nothing)."""
+    pinned = pinned_md5()
+    if pinned is None:
+        raise UserError("datasets.dvc pins no datasets/ here; run `automl-eval datasets build --pin` "
+                        "where the data is built.")
+    if dir_md5(paths.datasets_dir()) != pinned:
+        reason = pinning.pull()
+        if reason is not None:
+            raise UserError(f"dvc pull from the default remote failed: {reason}.")
+    found = dir_md5(paths.datasets_dir())
+    if found != pinned:
+        raise UserError(f"datasets/ hashes to {found}, not to the md5 datasets.dvc pins ({pinned}); "
+                        "the remote holds another version: push the pinned one from where it was built.")
+    console.print(f"datasets/ is at the pinned version ({pinned}).")
+
+
+@datasets_app.command("push")
+def push_command() -> None:
+    """Send the pinned datasets/ to the default DVC remote (the team's copy every host pulls)."""
+    pinned = pinned_md5()
+    if pinned is None or dir_md5(paths.datasets_dir()) != pinned:
+        raise UserError("datasets/ is not at the version datasets.dvc pins: run `automl-eval datasets "
+                        "build` first (or `--pin` to pin what is there).")
+    pinning.ensure_cached()
+    reason = pinning.push()
+    if reason is not None:
+        raise UserError(f"dvc push to the default remote failed: {reason}.")
+    console.print(f"pushed datasets/ ({pinned}) to the default DVC remote.")
 
 
 @datasets_app.command("status")

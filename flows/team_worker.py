@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import platform
@@ -162,14 +163,18 @@ class HoldingTaskWorker(TaskWorker):
     """Prefect's task worker, also telling which task runs it took but has not started yet.
 
     At its limit it still takes one more from the server and waits for a free slot; the
-    heartbeat must list that one too, or a worker dying then would lose it unnoticed."""
+    heartbeat must list that one too, or a worker dying then would lose it unnoticed. Taking one
+    sends a heartbeat at once (`taken`), so a host that dies in its job's first second is still
+    named as the one that held it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.waiting: set[UUID] = set()
+        self.taken = asyncio.Event()
 
     async def _acquire_token(self, task_run_id: UUID) -> bool:
         self.waiting.add(task_run_id)
+        self.taken.set()
         try:
             return await super()._acquire_token(task_run_id)
         finally:
@@ -186,7 +191,9 @@ async def _beat(worker: Any, beat: Heartbeat) -> None:
             await Variable.aset(variable_name(beat.name), asdict(beat), overwrite=True)
         except Exception as exc:  # the server is busy or away: the next beat tries again
             logger.warning("heartbeat not sent: %s", exc)
-        await asyncio.sleep(beat.interval_s)
+        with contextlib.suppress(TimeoutError):  # the interval, or sooner when a job is taken
+            await asyncio.wait_for(worker.taken.wait(), timeout=beat.interval_s)
+        worker.taken.clear()
 
 
 async def serve(name: str, kind: str, limit: int) -> None:

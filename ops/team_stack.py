@@ -20,6 +20,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -77,18 +78,25 @@ class StackSettings:
     worker_poll_s: int = 5
     suite_flows: int = 4  # suite flow runs at once on the process worker
     extra_worker_env: dict[str, str] = field(default_factory=dict)
+    # The CA that signed the servers' certificates where they speak TLS (the cluster's, ops/cluster.py);
+    # None: plain HTTP on 127.0.0.1, as `make team-up` runs.
+    ca_file: Path | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ca_file else "http"
 
     @property
     def prefect_api_url(self) -> str:
-        return f"http://{self.host}:{self.prefect_port}/api"
+        return f"{self.scheme}://{self.host}:{self.prefect_port}/api"
 
     @property
     def prefect_ui_url(self) -> str:
-        return f"http://{self.host}:{self.prefect_port}"
+        return f"{self.scheme}://{self.host}:{self.prefect_port}"
 
     @property
     def mlflow_url(self) -> str:
-        return f"http://{self.host}:{self.mlflow_port}"
+        return f"{self.scheme}://{self.host}:{self.mlflow_port}"
 
     def database_url(self, purpose: str, driver: str) -> str:
         server = self.pg_url.replace("postgresql://", f"postgresql+{driver}://", 1)
@@ -255,19 +263,32 @@ def _base_env() -> dict[str, str]:
     return env
 
 
-def _wait_http(url: str, pid: int, what: str, settings: StackSettings, timeout_s: float = 180) -> None:
+def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
+    """A client context that trusts exactly `ca_file` (and checks the server's name), or None for HTTP."""
+    return ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+
+
+def wait_http(url: str, alive: Any, what: str, log: Path, timeout_s: float = 180,
+              ca_file: Path | None = None) -> None:
+    """Until `url` answers 200; `alive()` False means the server stopped (its log says why)."""
     deadline = time.monotonic() + timeout_s
+    context = tls_context(ca_file)
     while time.monotonic() < deadline:
-        if not is_alive(pid):
-            raise UserError(f"{what} stopped while starting; see {settings.logs_dir / (what + '.log')}.")
+        if not alive():
+            raise UserError(f"{what} stopped while starting; see {log}.")
         try:
-            with urllib.request.urlopen(url, timeout=3) as response:
+            with urllib.request.urlopen(url, timeout=3, context=context) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.5)
-    raise UserError(f"{what} did not answer on {url} within {timeout_s:.0f} s; see {settings.logs_dir}.")
+    raise UserError(f"{what} did not answer on {url} within {timeout_s:.0f} s; see {log}.")
+
+
+def _wait_http(url: str, pid: int, what: str, settings: StackSettings, timeout_s: float = 180) -> None:
+    log = settings.logs_dir / f"{what}.log"
+    wait_http(url, lambda: is_alive(pid), what, log, timeout_s, settings.ca_file)
 
 
 def is_alive(pid: int) -> bool:
@@ -370,7 +391,7 @@ def _mlflow_request(settings: StackSettings, method: str, path: str, body: dict[
         headers={"Content-Type": "application/json", "Authorization": f"Basic {token}"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=15) as response:
+        with urllib.request.urlopen(request, timeout=15, context=tls_context(settings.ca_file)) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -394,9 +415,11 @@ def ensure_workers_user(settings: StackSettings, creds: dict[str, str]) -> None:
         raise UserError(f"MLflow refused to grant the workers' account write access (HTTP {status}).")
 
 
-def ensure_pools_and_limits(api_url: str, gpus: int, auth_string: str | None = None) -> None:
+def ensure_pools_and_limits(api_url: str, gpus: int, auth_string: str | None = None,
+                            ca_file: Path | None = None) -> None:
     """Work pools `cpu` and `gpu` (process type) and the GPU concurrency limit, idempotently.
-    `auth_string`: the server's, where this process's settings do not carry it."""
+    `auth_string`: the server's, where this process's settings do not carry it; `ca_file`: the CA
+    of a server that speaks TLS."""
     # Prefect takes seconds to import; the CLI loads this module for every command, not only deploy.
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import (
@@ -405,12 +428,19 @@ def ensure_pools_and_limits(api_url: str, gpus: int, auth_string: str | None = N
         WorkPoolCreate,
     )
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_SSL_CERT_FILE,
+        PREFECT_API_URL,
+        temporary_settings,
+    )
     from prefect.workers.process import ProcessWorker
 
     updates: dict[Any, Any] = {PREFECT_API_URL: api_url}
     if auth_string:
         updates[PREFECT_API_AUTH_STRING] = auth_string
+    if ca_file:
+        updates[PREFECT_API_SSL_CERT_FILE] = str(ca_file)
     with temporary_settings(updates), get_client(sync_client=True) as client:
         template = ProcessWorker.get_default_base_job_template()
         for pool in (CPU_POOL, GPU_POOL):

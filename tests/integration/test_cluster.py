@@ -1,0 +1,259 @@
+"""A team across hosts: the cluster of ops/cluster.py (network namespaces control, cpu-a, cpu-b and
+client, no folder shared, TLS with the cluster's CA, SeaweedFS as the S3 store), built once for
+this module, a suite run from `client` across both worker hosts, `cpu-b` killed mid-job, and
+`--retry-failed` after it comes back. Every namespace and process is removed after, also on failure.
+
+Needs root (network namespaces, mounts) and PostgreSQL's server binaries; CI runs as root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ops import cluster
+from tasks import paths
+
+pytestmark = [pytest.mark.integration, pytest.mark.services]
+
+SUITE = "cluster_test"
+# The flaky test adapter holds a job in its fit while the hold file exists on the job's own host.
+FLAKY = "tests/run_support/flaky_adapter.py"
+HOLD = "hold"
+SUITE_YAML = """\
+description: the cross-host test suite (two tiny frameworks, then the held one)
+datasets: [penguins]
+frameworks: [constant, hgb]
+folds: 2
+budget: test
+"""
+
+
+def _usable() -> str | None:
+    if os.geteuid() != 0:
+        return "the cluster needs root (network namespaces and mounts)"
+    if shutil.which("ip") is None or shutil.which("unshare") is None:
+        return "the cluster needs iproute2 and util-linux"
+    if not list(cluster.POSTGRES_BIN.glob("*/bin/postgres")):
+        return "the control host needs PostgreSQL's server binaries"
+    return None
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterSettings]:
+    reason = _usable()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the cross-host test: {reason}")
+        pytest.skip(reason)
+    project = paths.project_root()
+    settings = cluster.ClusterSettings(
+        root=tmp_path_factory.mktemp("cluster"), prefix="aet", subnet="10.213.9", project=project,
+        extra_env={"AUTOML_EVAL_HEARTBEAT_S": "1", "AUTOML_EVAL_EXTRA_ADAPTERS": str(project / FLAKY),
+                   "FLAKY_HOLD": str(project / HOLD), "PREFECT_LOGGING_LEVEL": "WARNING"})
+    cluster.stop(settings)  # what a crashed earlier run may have left with these names
+    try:
+        cluster.up(settings)
+        for host in cluster.HOSTS:  # the suite lies in every host's checkout, as if committed
+            (settings.outside(host, "specs", "suites") / f"{SUITE}.yaml").write_text(SUITE_YAML)
+        yield settings
+    finally:
+        cluster.down(settings)
+        leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert not any(settings.netns(h) in leftover for h in cluster.HOSTS), leftover
+
+
+def _on(settings: cluster.ClusterSettings, host: str, script: str, timeout_s: float = 300) -> Any:
+    """Run a Python script on a host with the team's settings; its last line is JSON."""
+    creds = cluster.cluster_credentials(settings)
+    done = cluster.run_on(settings, host, [sys.executable, "-c", textwrap.dedent(script)],
+                          cluster.host_env(settings, creds, host), timeout_s=timeout_s)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _suite(settings: cluster.ClusterSettings, *args: str) -> subprocess.Popen[str]:
+    creds = cluster.cluster_credentials(settings)
+    command = [str(Path(sys.executable).parent / "automl-eval"), "run", SUITE, *args]
+    return subprocess.Popen(cluster.host_argv(settings, "client", command),
+                            env=cluster.host_env(settings, creds, "client"), cwd="/", text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+JOBS_OF_LAST_EXECUTION = """
+    import json, mlflow
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name("{suite}")
+    executions = [r for r in client.search_runs([experiment.experiment_id], order_by=["start_time DESC"])
+                  if "job_key" not in r.data.tags]
+    execution = executions[0].info.run_id
+    jobs = client.search_runs([experiment.experiment_id], f"tags.execution_id = '{{execution}}'")
+    rows = []
+    for run in jobs:
+        tags = run.data.tags
+        if "job_key" not in tags:
+            continue
+        files = [a.path for a in client.list_artifacts(run.info.run_id)]
+        rows.append({{"key": tags["job_key"], "status": tags.get("status"), "host": tags.get("host"),
+                     "error": tags.get("error", ""), "run_id": run.info.run_id, "files": files}})
+    print(json.dumps({{"execution": execution, "jobs": rows}}))
+"""
+
+
+def _jobs(settings: cluster.ClusterSettings) -> dict[str, Any]:
+    return _on(settings, "client", JOBS_OF_LAST_EXECUTION.format(suite=SUITE))
+
+
+def test_each_host_sees_only_its_own_folders_and_its_own_name(team: cluster.ClusterSettings) -> None:
+    probe = f"""
+        import json, os, socket
+        from pathlib import Path
+        project, root = Path({str(team.project)!r}), {str(team.root)!r}
+        (project / ".team" / "probe").write_text(socket.gethostname())
+        others = {{}}
+        for host in {list(cluster.HOSTS)!r}:
+            path = Path({str(team.root)!r}) / "hosts" / host / "checkout" / "pyproject.toml"
+            others[host] = path.exists()
+        listed = os.listdir(root) if os.path.isdir(root) else []
+        print(json.dumps({{"name": socket.gethostname(), "cluster_folder": listed,
+                          "others": others, "datasets": (project / "datasets").is_dir()}}))
+    """
+    for host in cluster.DATA_HOSTS:
+        seen = _on(team, host, probe)
+        assert seen["name"] == host
+        assert seen["cluster_folder"] == [] and not any(seen["others"].values()), seen
+        assert seen["datasets"], f"{host} pulled no datasets/"
+        # Its write landed in its own folder only: not in the operator's checkout, not on another host.
+        assert team.outside(host, ".team", "probe").read_text() == host
+        for other in cluster.HOSTS:
+            if other != host:
+                probe_file = team.outside(other, ".team", "probe")
+                assert not probe_file.exists() or probe_file.read_text() == other
+    assert not (team.project / ".team" / "probe").exists()
+
+
+def test_servers_listen_on_the_control_address_behind_tls_that_clients_verify(
+        team: cluster.ClusterSettings) -> None:
+    listening = subprocess.run(["ip", "netns", "exec", team.netns("control"), "ss", "-Hltn"],
+                               capture_output=True, text=True).stdout
+    sockets = {line.split()[3] for line in listening.splitlines()}
+    for port in (team.prefect_port, team.mlflow_port, team.s3_port):
+        assert f"{team.control}:{port}" in sockets, (port, sockets)
+    # Nothing listens on every address: the store's own parts stay on control's loopback.
+    assert all(s.rsplit(":", 1)[0] in (team.control, "127.0.0.1") for s in sockets), sockets
+    url = f"https://{team.control}:{team.prefect_port}/api/health"
+    with urllib.request.urlopen(url, context=ssl.create_default_context(cafile=str(team.ca_file)),
+                                timeout=20) as answer:
+        assert answer.status == 200
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(url, context=ssl.create_default_context(), timeout=20)  # not the cluster's CA
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        urllib.request.urlopen(f"http://{team.control}:{team.prefect_port}/api/health", timeout=20)
+    # The store refuses a wrong secret, and the team's key cannot reach MLflow's artifacts bucket.
+    creds = cluster.cluster_credentials(team)
+    wrong = dict(creds)
+    key_name = "AUTOML_EVAL_S3_TEAM_SECRET"
+    wrong[key_name] = "not-the-secret"
+    with pytest.raises(Exception, match="SignatureDoesNotMatch|Forbidden|403"):
+        cluster.s3_client(team, wrong).head_bucket(Bucket=cluster.RESULTS_BUCKET)
+    with pytest.raises(Exception, match="Forbidden|403|AccessDenied"):
+        cluster.s3_client(team, creds).head_bucket(Bucket=cluster.ARTIFACTS_BUCKET)
+    # No secret in any host's logs.
+    logs = "".join(p.read_text(errors="replace") for p in team.root.glob("hosts/*/checkout/.team/logs/*.log"))
+    assert logs
+    for name, secret in creds.items():
+        assert secret not in logs, name
+
+
+def test_a_suite_from_client_runs_on_both_worker_hosts_and_reads_back_through_mlflow(
+        team: cluster.ClusterSettings) -> None:
+    suite = _suite(team, "--new")
+    output, _ = suite.communicate(timeout=600)
+    assert suite.returncode == 0, output[-3000:]
+    recorded = _jobs(team)
+    jobs = recorded["jobs"]
+    assert len(jobs) == len({j["key"] for j in jobs}) == 4, jobs
+    assert {j["status"] for j in jobs} == {"ok"}, jobs
+    assert {j["host"] for j in jobs} == set(cluster.WORKER_HOSTS), "both worker hosts take jobs"
+    # Each job's folder is on the host that ran it, and on no other.
+    for job in jobs:
+        for host in cluster.DATA_HOSTS:
+            folders = list(team.outside(host, "runs").glob(f"**/{job['key']}")) if host != "client" else []
+            assert bool(folders) == (host == job["host"]), (job["key"], host)
+    # From client, every job's artifacts come back through the MLflow server's proxy (S3 behind it).
+    first = jobs[0]
+    assert first["files"], first
+    fetched = _on(team, "client", f"""
+        import json, mlflow, os
+        path = mlflow.artifacts.download_artifacts(run_id={first['run_id']!r},
+                                                   artifact_path={first['files'][0]!r})
+        sizes = [os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs]
+        print(json.dumps({{"bytes": sum(sizes) if os.path.isdir(path) else os.path.getsize(path)}}))
+    """)
+    assert fetched["bytes"] > 0
+    server = cluster.s3_client(team, cluster.cluster_credentials(team), cluster.SERVER_S3_USER)
+    objects = server.list_objects_v2(Bucket=cluster.ARTIFACTS_BUCKET, Prefix="mlflow/")
+    assert objects.get("KeyCount", 0) > 0, "MLflow's artifacts are not in the store"
+
+
+def _holder(team: cluster.ClusterSettings, suite: subprocess.Popen[str]) -> str:
+    """The worker host to kill: one with a job process (more than its worker and fork server),
+    once both jobs are out or a few seconds after the first (a worker may hold both)."""
+    deadline, first_seen = time.monotonic() + 300, 0.0
+    while time.monotonic() < deadline and suite.poll() is None:
+        busy = [h for h in cluster.WORKER_HOSTS if len(cluster.host_pids(team, h)) > 2]
+        if busy:
+            first_seen = first_seen or time.monotonic()
+            if len(busy) == 2 or time.monotonic() - first_seen > 5:
+                time.sleep(1.0)  # mid-job: its worker has taken it and told the team so
+                return "cpu-b" if "cpu-b" in busy else busy[0]
+        time.sleep(0.3)
+    pytest.fail(f"no worker host ever held a job: {suite.communicate(timeout=60)[0][-2000:]}")
+
+
+def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
+        team: cluster.ClusterSettings) -> None:
+    for host in cluster.WORKER_HOSTS:
+        team.outside(host, HOLD).touch()
+    suite = _suite(team, "--new", "--frameworks", "flaky", "--folds", "2")
+    try:
+        victim = _holder(team, suite)
+        survivor = next(h for h in cluster.WORKER_HOSTS if h != victim)
+        killed_at = time.monotonic()
+        assert cluster.kill_host(team, victim) >= 2  # every process of the host, its job's included
+        team.outside(survivor, HOLD).unlink()  # what the other host holds goes on
+        output, _ = suite.communicate(timeout=300)
+        noticed_s = time.monotonic() - killed_at
+    finally:
+        for host in cluster.WORKER_HOSTS:
+            team.outside(host, HOLD).unlink(missing_ok=True)
+        if suite.poll() is None:
+            suite.kill()
+    assert suite.returncode == 0, output[-3000:]
+    print(f"{victim} killed; the suite ended {noticed_s:.1f} s later")
+    first = _jobs(team)
+    lost = [j for j in first["jobs"] if j["status"] == "failed"]
+    assert lost and all("lost" in j["error"] and victim in j["error"] for j in lost), first
+
+    cluster.restart_worker(team, victim)  # the machine comes back
+    rerun = _suite(team, "--retry-failed", "--frameworks", "flaky", "--folds", "2")
+    output, _ = rerun.communicate(timeout=400)
+    assert rerun.returncode == 0, output[-3000:]
+    assert f"ran {len(lost)} now" in output, output[-2000:]
+    after = _jobs(team)
+    assert after["execution"] == first["execution"]
+    keys = [j["key"] for j in after["jobs"]]
+    assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
+    assert {j["status"] for j in after["jobs"]} == {"ok"}
