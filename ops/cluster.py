@@ -624,12 +624,18 @@ def seed_data(settings: ClusterSettings, creds: dict[str, str]) -> None:
             raise UserError(f"{host} could not pull the datasets from the team's DVC remote: {last}")
 
 
-def start_worker(settings: ClusterSettings, creds: dict[str, str], host: str, pids: dict[str, int]) -> int:
-    """The host's team worker (flows/team_worker.py), named after the host."""
-    pid = spawn_on(settings, host, "team-worker", [
-        sys.executable, "-m", "flows.team_worker", "--name", host, "--kind", "cpu",
-        "--limit", str(settings.worker_limit)], host_env(settings, creds, host))
-    pids[f"{host}/team-worker"] = pid
+def start_worker(settings: ClusterSettings, creds: dict[str, str], host: str, pids: dict[str, int],
+                 name: str | None = None) -> int:
+    """A team worker (flows/team_worker.py) on the host, named after it unless `name` says otherwise
+    (more workers on one host: the control-plane benchmark)."""
+    name = name or host
+    env = host_env(settings, creds, host)
+    env["AUTOML_EVAL_WORKER_NAME"] = name
+    log = "team-worker" if name == host else f"team-worker-{name}"
+    pid = spawn_on(settings, host, log, [
+        sys.executable, "-m", "flows.team_worker", "--name", name, "--kind", "cpu",
+        "--limit", str(settings.worker_limit)], env)
+    pids[f"{host}/{log}"] = pid
     return pid
 
 

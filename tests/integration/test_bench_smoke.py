@@ -7,7 +7,8 @@ smoke run. A module declares, as literals:
 
 - SMOKE_ARGS: tuple[str, ...], its command-line arguments (required, `()` for none);
 - SMOKE_ENV: dict[str, str], the settings it reads from the environment (optional);
-- SMOKE_SERVICES: tuple[str, ...], the services it needs on 127.0.0.1 (optional: "postgresql").
+- SMOKE_SERVICES: tuple[str, ...], what it needs of this machine (optional: "postgresql" on
+  127.0.0.1, "netns": root to make network namespaces).
 
 `{tmp}` in an argument or a setting is this case's scratch folder. Every case runs with its own
 temporary folder, runs folder and Prefect home in that scratch, so that no benchmark writes into
@@ -42,6 +43,8 @@ SCRATCH = "{tmp}"
 TIMEOUT_S = 480
 SERVICES: dict[str, tuple[Callable[[], bool], str]] = {
     "postgresql": (postgres_up, "PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)"),
+    "netns": (lambda: os.geteuid() == 0 and shutil.which("ip") is not None,
+              "the cluster's network namespaces need root and iproute2 (CI runs as root)"),
 }
 # A user's stores and servers are not the benchmark's: each case runs against its own or embedded ones.
 UNSET = ("AUTOML_EVAL_HOME", "AUTOML_EVAL_RUNS_DIR", "MLFLOW_TRACKING_URI", "PREFECT_API_URL", "PREFECT_HOME")
