@@ -53,7 +53,7 @@ def _usable() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterSettings]:
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterSettings]:
     reason = _usable()
     if reason:
         if os.environ.get("CI"):
@@ -116,73 +116,74 @@ def _jobs(settings: cluster.ClusterSettings) -> dict[str, Any]:
     return _on(settings, "client", JOBS_OF_LAST_EXECUTION.format(suite=SUITE))
 
 
-def test_each_host_sees_only_its_own_folders_and_its_own_name(team: cluster.ClusterSettings) -> None:
+def test_each_host_sees_only_its_own_folders_and_its_own_name(hosts: cluster.ClusterSettings) -> None:
     probe = f"""
         import json, os, socket
         from pathlib import Path
-        project, root = Path({str(team.project)!r}), {str(team.root)!r}
+        project, root = Path({str(hosts.project)!r}), {str(hosts.root)!r}
         (project / ".team" / "probe").write_text(socket.gethostname())
         others = {{}}
         for host in {list(cluster.HOSTS)!r}:
-            path = Path({str(team.root)!r}) / "hosts" / host / "checkout" / "pyproject.toml"
+            path = Path({str(hosts.root)!r}) / "hosts" / host / "checkout" / "pyproject.toml"
             others[host] = path.exists()
         listed = os.listdir(root) if os.path.isdir(root) else []
         print(json.dumps({{"name": socket.gethostname(), "cluster_folder": listed,
                           "others": others, "datasets": (project / "datasets").is_dir()}}))
     """
     for host in cluster.DATA_HOSTS:
-        seen = _on(team, host, probe)
+        seen = _on(hosts, host, probe)
         assert seen["name"] == host
         assert seen["cluster_folder"] == [] and not any(seen["others"].values()), seen
         assert seen["datasets"], f"{host} pulled no datasets/"
         # Its write landed in its own folder only: not in the operator's checkout, not on another host.
-        assert team.outside(host, ".team", "probe").read_text() == host
+        assert hosts.outside(host, ".team", "probe").read_text() == host
         for other in cluster.HOSTS:
             if other != host:
-                probe_file = team.outside(other, ".team", "probe")
+                probe_file = hosts.outside(other, ".team", "probe")
                 assert not probe_file.exists() or probe_file.read_text() == other
-    assert not (team.project / ".team" / "probe").exists()
+    assert not (hosts.project / ".team" / "probe").exists()
 
 
 def test_servers_listen_on_the_control_address_behind_tls_that_clients_verify(
-        team: cluster.ClusterSettings) -> None:
-    listening = subprocess.run(["ip", "netns", "exec", team.netns("control"), "ss", "-Hltn"],
+        hosts: cluster.ClusterSettings) -> None:
+    listening = subprocess.run(["ip", "netns", "exec", hosts.netns("control"), "ss", "-Hltn"],
                                capture_output=True, text=True).stdout
     sockets = {line.split()[3] for line in listening.splitlines()}
-    for port in (team.prefect_port, team.mlflow_port, team.s3_port):
-        assert f"{team.control}:{port}" in sockets, (port, sockets)
+    for port in (hosts.prefect_port, hosts.mlflow_port, hosts.s3_port):
+        assert f"{hosts.control}:{port}" in sockets, (port, sockets)
     # Nothing listens on every address: the store's own parts stay on control's loopback.
-    assert all(s.rsplit(":", 1)[0] in (team.control, "127.0.0.1") for s in sockets), sockets
-    url = f"https://{team.control}:{team.prefect_port}/api/health"
-    with urllib.request.urlopen(url, context=ssl.create_default_context(cafile=str(team.ca_file)),
+    assert all(s.rsplit(":", 1)[0] in (hosts.control, "127.0.0.1") for s in sockets), sockets
+    url = f"https://{hosts.control}:{hosts.prefect_port}/api/health"
+    with urllib.request.urlopen(url, context=ssl.create_default_context(cafile=str(hosts.ca_file)),
                                 timeout=20) as answer:
         assert answer.status == 200
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         urllib.request.urlopen(url, context=ssl.create_default_context(), timeout=20)  # not the cluster's CA
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
-        urllib.request.urlopen(f"http://{team.control}:{team.prefect_port}/api/health", timeout=20)
+        urllib.request.urlopen(f"http://{hosts.control}:{hosts.prefect_port}/api/health", timeout=20)
     # The store refuses a wrong secret, and the team's key cannot reach MLflow's artifacts bucket.
-    creds = cluster.cluster_credentials(team)
+    creds = cluster.cluster_credentials(hosts)
     wrong = dict(creds)
     key_name = "AUTOML_EVAL_S3_TEAM_SECRET"
     wrong[key_name] = "not-the-secret"
     with pytest.raises(Exception, match="SignatureDoesNotMatch|Forbidden|403"):
-        cluster.s3_client(team, wrong).head_bucket(Bucket=cluster.RESULTS_BUCKET)
+        cluster.s3_client(hosts, wrong).head_bucket(Bucket=cluster.RESULTS_BUCKET)
     with pytest.raises(Exception, match="Forbidden|403|AccessDenied"):
-        cluster.s3_client(team, creds).head_bucket(Bucket=cluster.ARTIFACTS_BUCKET)
+        cluster.s3_client(hosts, creds).head_bucket(Bucket=cluster.ARTIFACTS_BUCKET)
     # No secret in any host's logs.
-    logs = "".join(p.read_text(errors="replace") for p in team.root.glob("hosts/*/checkout/.team/logs/*.log"))
+    logs = "".join(p.read_text(errors="replace")
+                   for p in hosts.root.glob("hosts/*/checkout/.team/logs/*.log"))
     assert logs
     for name, secret in creds.items():
         assert secret not in logs, name
 
 
 def test_a_suite_from_client_runs_on_both_worker_hosts_and_reads_back_through_mlflow(
-        team: cluster.ClusterSettings) -> None:
-    suite = _suite(team, "--new")
+        hosts: cluster.ClusterSettings) -> None:
+    suite = _suite(hosts, "--new")
     output, _ = suite.communicate(timeout=600)
     assert suite.returncode == 0, output[-3000:]
-    recorded = _jobs(team)
+    recorded = _jobs(hosts)
     jobs = recorded["jobs"]
     assert len(jobs) == len({j["key"] for j in jobs}) == 4, jobs
     assert {j["status"] for j in jobs} == {"ok"}, jobs
@@ -190,12 +191,12 @@ def test_a_suite_from_client_runs_on_both_worker_hosts_and_reads_back_through_ml
     # Each job's folder is on the host that ran it, and on no other.
     for job in jobs:
         for host in cluster.DATA_HOSTS:
-            folders = list(team.outside(host, "runs").glob(f"**/{job['key']}")) if host != "client" else []
+            folders = list(hosts.outside(host, "runs").glob(f"**/{job['key']}")) if host != "client" else []
             assert bool(folders) == (host == job["host"]), (job["key"], host)
     # From client, every job's artifacts come back through the MLflow server's proxy (S3 behind it).
     first = jobs[0]
     assert first["files"], first
-    fetched = _on(team, "client", f"""
+    fetched = _on(hosts, "client", f"""
         import json, mlflow, os
         path = mlflow.artifacts.download_artifacts(run_id={first['run_id']!r},
                                                    artifact_path={first['files'][0]!r})
@@ -203,56 +204,56 @@ def test_a_suite_from_client_runs_on_both_worker_hosts_and_reads_back_through_ml
         print(json.dumps({{"bytes": sum(sizes) if os.path.isdir(path) else os.path.getsize(path)}}))
     """)
     assert fetched["bytes"] > 0
-    server = cluster.s3_client(team, cluster.cluster_credentials(team), cluster.SERVER_S3_USER)
+    server = cluster.s3_client(hosts, cluster.cluster_credentials(hosts), cluster.SERVER_S3_USER)
     objects = server.list_objects_v2(Bucket=cluster.ARTIFACTS_BUCKET, Prefix="mlflow/")
     assert objects.get("KeyCount", 0) > 0, "MLflow's artifacts are not in the store"
 
 
-def _holder(team: cluster.ClusterSettings, suite: subprocess.Popen[str]) -> str:
+def _holder(hosts: cluster.ClusterSettings, suite: subprocess.Popen[str]) -> str:
     """The worker host to kill: one with a job process (more than its worker and fork server),
     once both jobs are out or a few seconds after the first (a worker may hold both)."""
     deadline, first_seen = time.monotonic() + 300, 0.0
     while time.monotonic() < deadline and suite.poll() is None:
-        busy = [h for h in cluster.WORKER_HOSTS if len(cluster.host_pids(team, h)) > 2]
+        busy = [h for h in cluster.WORKER_HOSTS if len(cluster.host_pids(hosts, h)) > 2]
         if busy:
             first_seen = first_seen or time.monotonic()
             if len(busy) == 2 or time.monotonic() - first_seen > 5:
-                time.sleep(1.0)  # mid-job: its worker has taken it and told the team so
+                time.sleep(1.0)  # mid-job: its worker has taken it and told the hosts so
                 return "cpu-b" if "cpu-b" in busy else busy[0]
         time.sleep(0.3)
     pytest.fail(f"no worker host ever held a job: {suite.communicate(timeout=60)[0][-2000:]}")
 
 
 def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
-        team: cluster.ClusterSettings) -> None:
+        hosts: cluster.ClusterSettings) -> None:
     for host in cluster.WORKER_HOSTS:
-        team.outside(host, HOLD).touch()
-    suite = _suite(team, "--new", "--frameworks", "flaky", "--folds", "2")
+        hosts.outside(host, HOLD).touch()
+    suite = _suite(hosts, "--new", "--frameworks", "flaky", "--folds", "2")
     try:
-        victim = _holder(team, suite)
+        victim = _holder(hosts, suite)
         survivor = next(h for h in cluster.WORKER_HOSTS if h != victim)
         killed_at = time.monotonic()
-        assert cluster.kill_host(team, victim) >= 2  # every process of the host, its job's included
-        team.outside(survivor, HOLD).unlink()  # what the other host holds goes on
+        assert cluster.kill_host(hosts, victim) >= 2  # every process of the host, its job's included
+        hosts.outside(survivor, HOLD).unlink()  # what the other host holds goes on
         output, _ = suite.communicate(timeout=300)
         noticed_s = time.monotonic() - killed_at
     finally:
         for host in cluster.WORKER_HOSTS:
-            team.outside(host, HOLD).unlink(missing_ok=True)
+            hosts.outside(host, HOLD).unlink(missing_ok=True)
         if suite.poll() is None:
             suite.kill()
     assert suite.returncode == 0, output[-3000:]
     print(f"{victim} killed; the suite ended {noticed_s:.1f} s later")
-    first = _jobs(team)
+    first = _jobs(hosts)
     lost = [j for j in first["jobs"] if j["status"] == "failed"]
     assert lost and all("lost" in j["error"] and victim in j["error"] for j in lost), first
 
-    cluster.restart_worker(team, victim)  # the machine comes back
-    rerun = _suite(team, "--retry-failed", "--frameworks", "flaky", "--folds", "2")
+    cluster.restart_worker(hosts, victim)  # the machine comes back
+    rerun = _suite(hosts, "--retry-failed", "--frameworks", "flaky", "--folds", "2")
     output, _ = rerun.communicate(timeout=400)
     assert rerun.returncode == 0, output[-3000:]
     assert f"ran {len(lost)} now" in output, output[-2000:]
-    after = _jobs(team)
+    after = _jobs(hosts)
     assert after["execution"] == first["execution"]
     keys = [j["key"] for j in after["jobs"]]
     assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
