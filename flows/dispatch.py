@@ -186,19 +186,20 @@ def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str)
     run_logger.info("%s %s: MLflow run %s", job.label, status, store.run_url(experiment_id, run_id))
 
 
-def record_skipped(job: Job, context: JobContext, reason: str) -> tuple[JobResult, JobOutcome]:
-    """A job that will not run: recorded as skipped with the reason."""
+def record_skipped(job: Job, context: JobContext, reason: str,
+                   status: str = "skipped") -> tuple[JobResult, JobOutcome]:
+    """A job that will not run: recorded as skipped (or, refused by a worker, failed) with the reason."""
 
     job_dir = job_dir_for(job)
     if job_dir.exists():
         shutil.rmtree(job_dir)
     write_pending(job_dir, Execution(**context.execution), job, problem_type=context.problem_type,
                   metric=context.metric)
-    result = JobResult(job_key=job.key, status="skipped", error=reason)
+    result = JobResult(job_key=job.key, status=status, error=reason)
     result.save(job_dir)
     mark_result_final(job_dir)
     run_id = _record(job_dir)
-    return result, JobOutcome(job_key=job.key, status="skipped", run_id=run_id, job_dir=str(job_dir))
+    return result, JobOutcome(job_key=job.key, status=status, run_id=run_id, job_dir=str(job_dir))
 
 
 # ---------------------------------------------------------------- embedded: jobs in this process

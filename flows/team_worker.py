@@ -40,10 +40,13 @@ from prefect.settings import PREFECT_API_URL
 from prefect.task_worker import TaskWorker
 from prefect.variables import Variable
 
-from flows.dispatch import JobContext, run_and_record
+from flows.dispatch import JobContext, record_skipped, run_and_record
+from tasks.data.versions import data_version
+from tasks.errors import UserError
 from tasks.gpus import host_devices
 from tasks.launch import FORK_SERVER, chosen_launcher
 from tasks.plan import Job
+from tasks.specs import load_dataset_spec
 
 logger = logging.getLogger("automl_eval.team_worker")
 
@@ -127,9 +130,30 @@ def _still_ours() -> bool:
     return state is None or not state.is_final()
 
 
+def data_refusal(job: Job) -> str | None:
+    """Why this host must not run the job: its copy of the dataset is not the bytes the suite planned
+    with (another md5, or none); a job is never run, nor recorded, on other data than its key says."""
+    try:
+        found = data_version(load_dataset_spec(job.dataset))
+    except (UserError, FileNotFoundError):
+        found = "missing"
+    if found == job.data_version:
+        return None
+    identity = _identity()
+    return (f"refused by worker {identity['worker']} on {identity['host']}: its copy of dataset "
+            f"{job.dataset} hashes to {found}, the suite planned with {job.data_version}; run "
+            f"`automl-eval datasets pull` on {identity['host']} (the team's DVC remote) and retry.")
+
+
 def _run_here(job_dict: dict[str, Any], context: dict[str, Any], devices: list[int] | None) -> dict[str, Any]:
     started = time.time()
     job = Job.from_dict(job_dict)
+    refusal = data_refusal(job)
+    if refusal is not None:
+        logger.error("%s: %s", job.label, refusal)
+        result, outcome = record_skipped(job, JobContext(**context), refusal, status="failed")
+        return {**outcome.to_dict(), **_identity(), "started_unix": started, "finished_unix": time.time(),
+                "result": asdict(result)}
     result, outcome = run_and_record(job, JobContext(**context), devices, still_ours=_still_ours)
     # A plain dict through Prefect's result storage; the suite reads it back with JobOutcome.from_dict.
     return {**outcome.to_dict(), **_identity(), "started_unix": started, "finished_unix": time.time(),

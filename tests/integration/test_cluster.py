@@ -258,3 +258,25 @@ def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
     keys = [j["key"] for j in after["jobs"]]
     assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
     assert {j["status"] for j in after["jobs"]} == {"ok"}
+
+
+def test_a_worker_whose_data_differs_from_the_pin_refuses_the_job_with_one_sentence(
+        hosts: cluster.ClusterSettings) -> None:
+    data = hosts.outside("cpu-a", "datasets", "penguins.csv")
+    original = data.read_bytes()
+    data.write_bytes(original + original.splitlines(keepends=True)[-1])  # one row more: another md5
+    cluster.kill_host(hosts, "cpu-b")  # every job goes to cpu-a
+    try:
+        suite = _suite(hosts, "--new", "--frameworks", "constant", "--folds", "1")
+        output, _ = suite.communicate(timeout=400)
+    finally:
+        data.write_bytes(original)
+        cluster.restart_worker(hosts, "cpu-b")
+    jobs = _jobs(hosts)["jobs"]
+    assert jobs and all(j["status"] == "failed" for j in jobs), output[-2000:]
+    for job in jobs:
+        assert job["error"].startswith(
+            "refused by worker cpu-a on cpu-a: its copy of dataset penguins hashes to"), job["error"]
+        assert "automl-eval datasets pull" in job["error"]
+    log = hosts.outside("cpu-a", ".team", "logs", "team-worker.log").read_text()
+    assert "refused by worker cpu-a on cpu-a" in log
