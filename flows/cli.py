@@ -50,8 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "frameworks": ("flows.cli_frameworks", "Framework adapters: what is installed here."),
     "team": ("flows.cli_team", "Start, stop and inspect the team stack on this machine (127.0.0.1)."),
     "cluster": ("flows.cli_cluster",
-                "A team across hosts on this machine (network namespaces, no shared disk, TLS, an S3 "
-                "store): up, down, status, exec HOST -- COMMAND."),
+                "A team across hosts on this machine: network namespaces, no shared disk, TLS, an S3 store."),
 }
 
 

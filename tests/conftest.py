@@ -141,18 +141,39 @@ def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory):
 _PER_WORKER_FIXTURES = frozenset({"built_catalog"})
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `make test`'s workers (--dist loadgroup) a test goes to whichever worker is free, except:
     every test that uses the team stack goes to one worker, so the session starts one stack; and a
     module whose tests share a module- or session-scoped fixture (a built job, a started server)
     runs whole on one worker, so that fixture is made once. Everything else spreads, so one slow
     parametrized module (every framework explained and exported) no longer holds one worker."""
+    grouping = bool(getattr(config.option, "loadgroup", False))  # set by xdist under --dist loadgroup
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
+        marks = [m.args[0] for m in item.iter_markers("xdist_group") if m.args]
         if "team" in fixtures:
+            marks = ["team-stack"]
             item.add_marker(pytest.mark.xdist_group("team-stack"))
-        elif _shares_a_wide_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        elif not marks and _shares_a_wide_fixture(item):
+            marks = [item.nodeid.split("::", 1)[0]]
+            item.add_marker(pytest.mark.xdist_group(marks[0]))
+        if grouping and marks:
+            _name_group_in_node_id(item, marks[0])
+
+
+def _name_group_in_node_id(item: pytest.Item, group: str) -> None:
+    """xdist's loadgroup scheduler groups by an "@group" suffix of the node id, which xdist 3.8's own
+    hook writes to `item._nodeid`; pytest 9 derives the node id from `item._id` instead, so that
+    write is lost and every test of a group went to any worker (each starting its own team stack and
+    UI server). The suffix is written here where pytest 9 reads it."""
+    if "@" in item.nodeid:
+        return
+    try:
+        from _pytest.nodeid import NodeId  # pytest >= 9: the structured node id
+    except ImportError:  # older pytest reads _nodeid, where xdist's own hook writes the suffix
+        return
+    item._id = NodeId.parse(f"{item.nodeid}@{group}")  # type: ignore[attr-defined]
 
 
 def _shares_a_wide_fixture(item: pytest.Item) -> bool:
