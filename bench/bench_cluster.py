@@ -35,9 +35,9 @@ if str(PROJECT_ROOT) not in sys.path:  # bench/ is not an installed package
 
 from bench import bench_team  # noqa: E402
 
-# The smoke run of tests/integration/test_bench_smoke.py: the whole cluster, two workers, two jobs.
-SMOKE_ARGS: tuple[str, ...] = ("--workers", "2", "--jobs", "2", "--overhead-jobs", "1")
-SMOKE_SERVICES: tuple[str, ...] = ("netns",)  # root, to make the hosts
+# Its smoke run is in the cross-host test, on the cluster that test has already built (a second
+# cluster would cost CI another minute and a half): measure() with two workers and two jobs.
+SMOKE_ELSEWHERE = "tests/integration/test_cluster.py"
 PARTS = {"postgres": "PostgreSQL", "seaweedfs": "object store", "s3-gateway": "S3 gateway",
          "prefect-server": "Prefect server", "mlflow-server": "MLflow server"}
 
@@ -122,9 +122,9 @@ def _wait_for_workers(settings: Any, names: set[str], timeout_s: float = 600) ->
 
 
 def main(jobs_count: int, worker_counts: tuple[int, ...], overhead_jobs: int) -> dict[str, float]:
+    """Build a cluster of its own, measure it, take it down."""
     from ops import cluster
 
-    figures: dict[str, float] = {"jobs": float(jobs_count)}
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         settings = cluster.ClusterSettings(root=Path(tmp) / "cluster", prefix="aeb", subnet="10.213.11",
                                            project=PROJECT_ROOT)
@@ -132,52 +132,62 @@ def main(jobs_count: int, worker_counts: tuple[int, ...], overhead_jobs: int) ->
         try:
             started = time.perf_counter()
             state = cluster.up(settings)
-            figures["cluster_up_s"] = time.perf_counter() - started
-            print(f"cluster up in {figures['cluster_up_s']:.0f} s ({state.timings_s})", flush=True)
-            creds = cluster.cluster_credentials(settings)
-            names = {"cpu-a", "cpu-b"}
-            _wait_for_workers(settings, {"cpu-a"})
-            if overhead_jobs:
-                embedded = _client_run(settings, overhead_jobs, "embedded-on-client", embedded=True)
-                # One worker for the serial run: cpu-b's stops until the worker counts below.
-                cluster.kill_host(settings, "cpu-b")
-                team = _client_run(settings, overhead_jobs, "across-hosts-serial")
-                figures["embedded_per_job_s"] = embedded["wall_s"] / overhead_jobs
-                figures["across_hosts_per_job_s"] = team["wall_s"] / overhead_jobs
-                figures["overhead_per_job_s"] = (figures["across_hosts_per_job_s"]
-                                                 - figures["embedded_per_job_s"])
-                print(f"{overhead_jobs} jobs one at a time: on client "
-                      f"{figures['embedded_per_job_s']:.2f} s/job, on cpu-a from client "
-                      f"{figures['across_hosts_per_job_s']:.2f} s/job -> "
-                      f"{figures['overhead_per_job_s']:+.2f} s per job across hosts", flush=True)
-                names = {"cpu-a"}
-            pids: dict[str, int] = {}
-            for workers in sorted(worker_counts):
-                while len(names) < workers:
-                    host = cluster.WORKER_HOSTS[len(names) % 2]
-                    name = host if host not in names else f"{host}-{len(names)}"
-                    cluster.start_worker(settings, creds, host, pids, name=name)
-                    names.add(name)
-                _wait_for_workers(settings, names)
-                before = control_cpu_s(settings)
-                ran = _client_run(settings, jobs_count, f"across-hosts-{workers}-workers")
-                after = control_cpu_s(settings)
-                latencies = ran["latencies"]
-                figures[f"w{workers}_jobs_per_min"] = jobs_count / ran["wall_s"] * 60
-                figures[f"w{workers}_dispatch_p50_s"] = statistics.median(latencies)
-                figures[f"w{workers}_dispatch_p99_s"] = bench_team.percentile(latencies, 0.99)
-                per_job = {part: (after[part] - before[part]) / jobs_count for part in PARTS}
-                for part, value in per_job.items():
-                    figures[f"w{workers}_{part}_cpu_s_per_job"] = value
-                figures[f"w{workers}_control_plane_cpu_s_per_job"] = sum(per_job.values())
-                print(f"{workers} workers ({len(ran['workers'])} took jobs): {jobs_count} jobs in "
-                      f"{ran['wall_s']:.0f} s = {figures[f'w{workers}_jobs_per_min']:.1f} jobs/min; "
-                      f"dispatch p50 {figures[f'w{workers}_dispatch_p50_s']:.2f} s, "
-                      f"p99 {figures[f'w{workers}_dispatch_p99_s']:.2f} s; "
-                      f"control plane {sum(per_job.values()):.3f} CPU-s per job ("
-                      + ", ".join(f"{PARTS[p]} {v:.3f}" for p, v in per_job.items()) + ")", flush=True)
+            up_s = time.perf_counter() - started
+            print(f"cluster up in {up_s:.0f} s ({state.timings_s})", flush=True)
+            return {"cluster_up_s": up_s, **measure(settings, jobs_count, worker_counts, overhead_jobs)}
         finally:
             cluster.down(settings)
+
+
+def measure(settings: Any, jobs_count: int, worker_counts: tuple[int, ...],
+            overhead_jobs: int) -> dict[str, float]:
+    """The figures on a cluster that is up (its workers cpu-a and cpu-b, as `cluster up` starts them).
+    Leaves it up, with the extra workers it started."""
+    from ops import cluster
+
+    figures: dict[str, float] = {"jobs": float(jobs_count)}
+    creds = cluster.cluster_credentials(settings)
+    names = {"cpu-a", "cpu-b"}
+    _wait_for_workers(settings, {"cpu-a"})
+    if overhead_jobs:
+        embedded = _client_run(settings, overhead_jobs, "embedded-on-client", embedded=True)
+        # One worker for the serial run: cpu-b's stops until the worker counts below.
+        cluster.kill_host(settings, "cpu-b")
+        team = _client_run(settings, overhead_jobs, "across-hosts-serial")
+        figures["embedded_per_job_s"] = embedded["wall_s"] / overhead_jobs
+        figures["across_hosts_per_job_s"] = team["wall_s"] / overhead_jobs
+        figures["overhead_per_job_s"] = (figures["across_hosts_per_job_s"]
+                                         - figures["embedded_per_job_s"])
+        print(f"{overhead_jobs} jobs one at a time: on client "
+              f"{figures['embedded_per_job_s']:.2f} s/job, on cpu-a from client "
+              f"{figures['across_hosts_per_job_s']:.2f} s/job -> "
+              f"{figures['overhead_per_job_s']:+.2f} s per job across hosts", flush=True)
+        names = {"cpu-a"}
+    pids: dict[str, int] = {}
+    for workers in sorted(worker_counts):
+        while len(names) < workers:
+            host = cluster.WORKER_HOSTS[len(names) % 2]
+            name = host if host not in names else f"{host}-{len(names)}"
+            cluster.start_worker(settings, creds, host, pids, name=name)
+            names.add(name)
+        _wait_for_workers(settings, names)
+        before = control_cpu_s(settings)
+        ran = _client_run(settings, jobs_count, f"across-hosts-{workers}-workers")
+        after = control_cpu_s(settings)
+        latencies = ran["latencies"]
+        figures[f"w{workers}_jobs_per_min"] = jobs_count / ran["wall_s"] * 60
+        figures[f"w{workers}_dispatch_p50_s"] = statistics.median(latencies)
+        figures[f"w{workers}_dispatch_p99_s"] = bench_team.percentile(latencies, 0.99)
+        per_job = {part: (after[part] - before[part]) / jobs_count for part in PARTS}
+        for part, value in per_job.items():
+            figures[f"w{workers}_{part}_cpu_s_per_job"] = value
+        figures[f"w{workers}_control_plane_cpu_s_per_job"] = sum(per_job.values())
+        print(f"{workers} workers ({len(ran['workers'])} took jobs): {jobs_count} jobs in "
+              f"{ran['wall_s']:.0f} s = {figures[f'w{workers}_jobs_per_min']:.1f} jobs/min; "
+              f"dispatch p50 {figures[f'w{workers}_dispatch_p50_s']:.2f} s, "
+              f"p99 {figures[f'w{workers}_dispatch_p99_s']:.2f} s; "
+              f"control plane {sum(per_job.values()):.3f} CPU-s per job ("
+              + ", ".join(f"{PARTS[p]} {v:.3f}" for p, v in per_job.items()) + ")", flush=True)
     return figures
 
 

@@ -5,7 +5,10 @@ No figure and no timing is asserted (they are the machine's); what this proves i
 the project that breaks a benchmark fails CI, and that a new benchmark cannot be added without a
 smoke run. A module declares, as literals:
 
-- SMOKE_ARGS: tuple[str, ...], its command-line arguments (required, `()` for none);
+- SMOKE_ARGS: tuple[str, ...], its command-line arguments (required, `()` for none), unless
+- SMOKE_ELSEWHERE: str, the test file that already runs its code at a small size, with more asserted
+  (gpu_check's CPU mode, the cluster benchmark on the cross-host test's cluster): that file must
+  exist and name the module, and the benchmark is not run a second time here;
 - SMOKE_ENV: dict[str, str], the settings it reads from the environment (optional);
 - SMOKE_SERVICES: tuple[str, ...], what it needs of this machine (optional: "postgresql" on
   127.0.0.1, "netns": root to make network namespaces).
@@ -80,6 +83,14 @@ def _filled(text: str, scratch: Path) -> str:
     "name", [pytest.param(name, marks=pytest.mark.xdist_group(f"bench-smoke-{name}")) for name in BENCHMARKS])
 def test_benchmark_runs_at_its_smallest_size(name: str, request_cleanup: Callable[[Path], None]) -> None:
     declared = smoke_declarations(name)
+    elsewhere = declared.get("SMOKE_ELSEWHERE")
+    if elsewhere is not None:
+        test_file = REPO_ROOT / str(elsewhere)
+        assert test_file.is_file(), f"bench/{name}.py: SMOKE_ELSEWHERE names {elsewhere}, not a file"
+        text = test_file.read_text()
+        assert f"bench.{name}" in text or f"bench import {name}" in text, \
+            f"bench/{name}.py: {elsewhere} does not run bench.{name}"
+        return
     if "SMOKE_ARGS" not in declared:
         pytest.fail(f"bench/{name}.py declares no SMOKE_ARGS: give it the arguments of its smallest run "
                     "(a tuple of strings, () for none), so that this test runs it", pytrace=False)

@@ -27,6 +27,12 @@ import pytest
 from ops import cluster
 from tasks import paths
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:  # bench/ is not an installed package
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench import bench_cluster  # noqa: E402
+
 pytestmark = [pytest.mark.integration, pytest.mark.services]
 
 SUITE = "cluster_test"
@@ -280,3 +286,14 @@ def test_a_worker_whose_data_differs_from_the_pin_refuses_the_job_with_one_sente
         assert "automl-eval datasets pull" in job["error"]
     log = hosts.outside("cpu-a", ".team", "logs", "team-worker.log").read_text()
     assert "refused by worker cpu-a on cpu-a" in log
+
+
+def test_the_control_plane_benchmark_runs_on_this_cluster(hosts: cluster.ClusterSettings) -> None:
+    """bench.bench_cluster's smoke run (its SMOKE_ELSEWHERE): its measurement on this cluster, two
+    workers, two jobs. Figures are printed, never asserted; that each one is there is."""
+    figures = bench_cluster.measure(hosts, jobs_count=2, worker_counts=(2,), overhead_jobs=1)
+    for name in ("embedded_per_job_s", "across_hosts_per_job_s", "w2_jobs_per_min", "w2_dispatch_p50_s",
+                 "w2_dispatch_p99_s", "w2_control_plane_cpu_s_per_job", "w2_prefect-server_cpu_s_per_job",
+                 "w2_mlflow-server_cpu_s_per_job", "w2_postgres_cpu_s_per_job", "w2_seaweedfs_cpu_s_per_job"):
+        assert name in figures, name
+    print(figures)
