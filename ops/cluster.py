@@ -695,7 +695,7 @@ def up(settings: ClusterSettings) -> ClusterState:
     started = time.monotonic()
 
     def mark(step: str) -> None:
-        timings[step] = round(time.monotonic() - started - sum(timings.values()), 2)
+        timings[step] = max(0.0, round(time.monotonic() - started - sum(timings.values()), 2))
 
     try:
         make_network(settings)
