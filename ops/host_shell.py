@@ -53,11 +53,14 @@ def enter(host: str, root: Path, hide: Path, project: Path, keep: list[Path]) ->
         _mount("-o", "remount,bind,ro", str(staged))
         staged_keep.append((staged, project / folder.relative_to(project)))
     _mount("-t", "tmpfs", "-o", "mode=755,size=1m", "automl-eval-hidden", str(hide))
+    # /tmp before the project: a project under /tmp (a clone there) is then mounted over the host's
+    # own /tmp, not hidden by it.
+    _mount("--bind", str(STAGED_HOST / "tmp"), "/tmp")
+    project.mkdir(parents=True, exist_ok=True)  # its mount point, where /tmp now holds nothing of it
     _mount("--bind", str(STAGED_HOST / "checkout"), str(project))
     for staged, target in staged_keep:
         target.mkdir(parents=True, exist_ok=True)  # the placeholder lies in the host's own checkout
         _mount("--bind", str(staged), str(target))
-    _mount("--bind", str(STAGED_HOST / "tmp"), "/tmp")
     socket.sethostname(host)
 
 
