@@ -94,7 +94,7 @@ def _client_run(settings: Any, count: int, label: str, embedded: bool = False) -
 
 
 def _wait_for_workers(settings: Any, names: set[str], timeout_s: float = 600) -> None:
-    from prefect.client.orchestration import get_client
+    """bench_team's wait, against the cluster's Prefect server (TLS, its credential)."""
     from prefect.settings import (
         PREFECT_API_AUTH_STRING,
         PREFECT_API_SSL_CERT_FILE,
@@ -102,23 +102,14 @@ def _wait_for_workers(settings: Any, names: set[str], timeout_s: float = 600) ->
         temporary_settings,
     )
 
-    from flows.team_worker import read_heartbeats
     from ops import cluster, team_stack
 
     creds = cluster.cluster_credentials(settings)
     updates = {PREFECT_API_URL: settings.stack().prefect_api_url,
                PREFECT_API_SSL_CERT_FILE: str(settings.ca_file),
                PREFECT_API_AUTH_STRING: creds[team_stack.PREFECT_AUTH_ENV]}
-    deadline = time.monotonic() + timeout_s
     with temporary_settings(updates):
-        while time.monotonic() < deadline:
-            with get_client(sync_client=True) as client:
-                online = {beat.name for beat in read_heartbeats(client) if beat.alive()}
-            if names <= online:
-                time.sleep(2)  # the worker subscribes right after its first beat
-                return
-            time.sleep(1)
-    raise SystemExit(f"workers {sorted(names - online)} did not come online within {timeout_s:.0f} s")
+        bench_team.wait_for_workers(names, timeout_s)
 
 
 def main(jobs_count: int, worker_counts: tuple[int, ...], overhead_jobs: int) -> dict[str, float]:

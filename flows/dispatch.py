@@ -186,7 +186,7 @@ def _log_run_link(job: Job, status: str, execution: dict[str, str], run_id: str)
     run_logger.info("%s %s: MLflow run %s", job.label, status, store.run_url(experiment_id, run_id))
 
 
-def record_skipped(job: Job, context: JobContext, reason: str,
+def record_not_run(job: Job, context: JobContext, reason: str,
                    status: str = "skipped") -> tuple[JobResult, JobOutcome]:
     """A job that will not run: recorded as skipped (or, refused by a worker, failed) with the reason."""
 
@@ -270,7 +270,7 @@ class EmbeddedDispatcher:
             self.progress.jobs_planned(count)
 
     def skip(self, job: Job, context: JobContext, reason: str) -> JobOutcome:
-        result, outcome = record_skipped(job, context, reason)
+        result, outcome = record_not_run(job, context, reason)
         if self.progress is not None:
             self.progress.job_finished(job, result)
         return outcome

@@ -41,7 +41,7 @@ from flows.dispatch import (
     JobOutcome,
     ProgressListener,
     record_job,
-    record_skipped,
+    record_not_run,
 )
 from flows.team_worker import DEFAULT_HEARTBEAT_S, GPU_LIMIT, MISSED_BEATS, TASKS, Heartbeat, read_heartbeats
 from tasks.errors import UserError
@@ -133,7 +133,7 @@ class TeamDispatcher:
             self.progress.jobs_planned(count)
 
     def skip(self, job: Job, context: JobContext, reason: str) -> JobOutcome:
-        result, outcome = record_skipped(job, context, reason)
+        result, outcome = record_not_run(job, context, reason)
         self._finished(job, result)
         return outcome
 

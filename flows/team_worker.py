@@ -40,7 +40,7 @@ from prefect.settings import PREFECT_API_URL
 from prefect.task_worker import TaskWorker
 from prefect.variables import Variable
 
-from flows.dispatch import JobContext, record_skipped, run_and_record
+from flows.dispatch import JobContext, record_not_run, run_and_record
 from tasks.data.versions import data_version
 from tasks.errors import UserError
 from tasks.gpus import host_devices
@@ -151,10 +151,9 @@ def _run_here(job_dict: dict[str, Any], context: dict[str, Any], devices: list[i
     refusal = data_refusal(job)
     if refusal is not None:
         logger.error("%s: %s", job.label, refusal)
-        result, outcome = record_skipped(job, JobContext(**context), refusal, status="failed")
-        return {**outcome.to_dict(), **_identity(), "started_unix": started, "finished_unix": time.time(),
-                "result": asdict(result)}
-    result, outcome = run_and_record(job, JobContext(**context), devices, still_ours=_still_ours)
+        result, outcome = record_not_run(job, JobContext(**context), refusal, status="failed")
+    else:
+        result, outcome = run_and_record(job, JobContext(**context), devices, still_ours=_still_ours)
     # A plain dict through Prefect's result storage; the suite reads it back with JobOutcome.from_dict.
     return {**outcome.to_dict(), **_identity(), "started_unix": started, "finished_unix": time.time(),
             "result": asdict(result)}
