@@ -6,12 +6,14 @@ job's ``model/`` folder (with ``task.json`` and ``framework.json``) is the model
 the adapter that wrote it loads it again. ``predict`` returns what the job recorded in
 predictions.csv: the ``prediction`` column, then one ``proba_<class>`` column per class.
 
-The model is self-contained: the harness's package goes into it as ``code_paths`` (MLflow puts
-it first on ``sys.path`` when it loads the model) and its pip requirements are pinned, so
-``mlflow models serve -m runs:/ID/model --env-manager local`` works from any directory where the
-frameworks are installed. ``save_pyfunc`` writes the model to a folder: what the serving
-evaluation serves, before the job is logged. tasks/tracking/pyfunc.py logs the same wrapper with
-the job's run.
+The model is self-contained: the harness's package goes into it as one zip archive in
+``code_paths``, which the model's code (tasks/evaluations/_pyfunc_model_code.py, "models from
+code") puts first on ``sys.path`` when MLflow loads the model, and its pip requirements are pinned,
+so ``mlflow models serve -m runs:/ID/model --env-manager local`` works from any directory where the
+frameworks are installed. One archive, not the package's folder: each file of a model is one
+upload through the MLflow server's artifact proxy, and the package has some 170 files.
+``save_pyfunc`` writes the model to a folder: what the serving evaluation serves, before the job
+is logged. tasks/tracking/job_run.py logs the same model with the job's run.
 
 The one module below tracking that imports MLflow (see the MLflow door in .importlinter): the
 serving evaluation serves the model as MLflow serves it, and tracking sits a layer above the
@@ -21,9 +23,15 @@ the other evaluations never load MLflow.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import binascii
+import functools
 import logging
+import os
+import shutil
+import tempfile
+import zipfile
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
@@ -44,7 +52,10 @@ from tasks.predictions import PREDICTION as PREDICTION_COLUMN  # the columns of 
 from tasks.predictions import PROBA_PREFIX, is_proba_column
 from tasks.specs import load_dataset_spec
 
-HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, copied into the model
+HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, archived into the model
+# The file MLflow runs to load the model; it names the archive it puts on sys.path.
+MODEL_CODE = Path(__file__).resolve().parent / "_pyfunc_model_code.py"
+HARNESS_ARCHIVE = "automl_eval_harness.zip"
 # What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
 HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")
 EXAMPLE_ROWS = 5
@@ -134,19 +145,39 @@ def _image_bytes(value: Any) -> Any:
 
 
 def model_code_paths() -> list[str]:
-    """The harness's package, so the adapter that saved the model loads it anywhere."""
-    return [str(HARNESS_PACKAGE)]
+    """The harness's package as one zip archive, so the adapter that saved the model loads it
+    anywhere (tasks/evaluations/_pyfunc_model_code.py imports from it)."""
+    return [str(_harness_archive(os.getpid()))]
+
+
+@functools.cache
+def _harness_archive(pid: int) -> Path:
+    """The package's files (no bytecode), written once per process: a forked job process makes its
+    own, so it never depends on a folder its parent removes at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="automl-eval-harness-"))
+    atexit.register(_remove_if_mine, folder, pid)
+    archive = folder / HARNESS_ARCHIVE
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        for path in sorted(HARNESS_PACKAGE.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                bundle.write(path, path.relative_to(HARNESS_PACKAGE.parent).as_posix())
+    return archive
+
+
+def _remove_if_mine(folder: Path, pid: int) -> None:
+    if os.getpid() == pid:  # a forked child exiting normally must not remove its parent's archive
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_version: str,
                 signature: ModelSignature | None = None) -> Path:
     """Write the job's pyfunc model to `destination`: the same wrapper, artifacts, code, pinned
     requirements and signature as the model tracking logs with the job (tasks/tracking/job_run.py)."""
-    # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
+    # Its advice (signatures, type hints) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
     mlflow.pyfunc.save_model(
         path=str(destination),
-        python_model=AdapterPyfunc(),
+        python_model=str(MODEL_CODE),
         artifacts={"model_dir": str(model_dir)},
         code_paths=model_code_paths(),
         pip_requirements=requirements(framework, framework_version),

@@ -24,7 +24,7 @@ from mlflow.entities import Metric, Param, RunTag
 from tasks.align import alignment_metrics
 from tasks.anytime import ANYTIME_FILE, ANYTIME_METRIC
 from tasks.errors import UserError
-from tasks.evaluations._pyfunc import AdapterPyfunc, model_code_paths, requirements
+from tasks.evaluations._pyfunc import MODEL_CODE, model_code_paths, requirements
 from tasks.evaluations.stage import evaluation_folder
 from tasks.plan import Job, scaling_record
 from tasks.resources import SERIES_FILE, SERIES_TIME
@@ -299,7 +299,7 @@ def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, jo
     """The job's model as a pyfunc model of its run, with the signature and input example the
     worker's test rows give (so MLflow shows its schema and serving checks its input)."""
     mlflow.set_tracking_uri(store.tracking_uri())
-    # Its advice (models-from-code, signatures) is for hand-written models, not for this wrapper.
+    # Its advice (signatures, type hints) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
     signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
                                                never_missing(job.dataset))
@@ -317,11 +317,11 @@ def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, jo
             model_id=logged_model.model_id,
             artifact_path=None,
             name=PYFUNC_NAME,
-            python_model=AdapterPyfunc(),
+            python_model=str(MODEL_CODE),  # models from code: it imports the model's archive
             artifacts={"model_dir": str(job_dir / MODEL_DIR)},
             signature=signature,
             input_example=example,
-            code_paths=model_code_paths(),  # self-contained: served from any directory
+            code_paths=model_code_paths(),  # self-contained (one archive): served from any directory
             # Given, not inferred: inference loads the model in a subprocess, seconds per job.
             pip_requirements=requirements(job.framework, result.framework_version, job_dir / MODEL_DIR),
             # Model.log would otherwise load the model here to predict the example (an H2O model

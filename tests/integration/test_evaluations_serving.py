@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from jobs_support import serving_adapter
 from jobs_support.tiny_project import REPO_ROOT, make_project
 
+from tasks.evaluations._pyfunc import HARNESS_ARCHIVE
 from tasks.evaluations._scoring_server import is_listening
 from tasks.evaluations.stage import evaluation_folder, run_evaluations
 from tasks.frameworks.registry import EXTRA_ADAPTERS_ENV
@@ -99,7 +101,11 @@ def test_closed_loop_ladder_on_a_self_contained_model(project: dict[str, Dataset
 
     # The served model is self-contained, outside the checkout, and answers as the job predicted.
     model = folder / "pyfunc"
-    assert (model / "code" / "tasks" / "tracking" / "pyfunc.py").is_file()
+    # The harness travels as one archive (one upload through an artifact proxy, not one per module).
+    assert [path.name for path in (model / "code").iterdir()] == [HARNESS_ARCHIVE]
+    with zipfile.ZipFile(model / "code" / HARNESS_ARCHIVE) as archive:
+        names = set(archive.namelist())
+    assert "tasks/evaluations/_pyfunc.py" in names and not any("__pycache__" in name for name in names)
     assert not model.resolve().is_relative_to(REPO_ROOT)
     requirements = (model / "requirements.txt").read_text()
     assert "mlflow==" in requirements and "scikit-learn==" in requirements
