@@ -14,7 +14,11 @@ Figures:
   job of each control-plane part on `control`: the Prefect server, the MLflow server, PostgreSQL
   and the object store (every process of the control host, ended children included).
 
-Run (root): `python -m bench.bench_cluster [--workers 2,8] [--jobs 40] [--overhead-jobs 5]`.
+Workers past the eighth are light: they start each job in a fresh interpreter (the `cold` launcher)
+instead of keeping a warm fork server of their own, so 50 of them fit in this machine's memory; the
+cost under test is the control plane's, not the jobs'.
+
+Run (root): `python -m bench.bench_cluster [--workers 2,8,50] [--jobs 40] [--overhead-jobs 5]`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from bench import bench_team  # noqa: E402
 # Its smoke run is in the cross-host test, on the cluster that test has already built (a second
 # cluster would cost CI another minute and a half): measure() with two workers and two jobs.
 SMOKE_ELSEWHERE = "tests/integration/test_cluster.py"
+WARM_WORKERS = 8  # workers beyond these start jobs cold (no fork server each: memory)
 PARTS = {"postgres": "PostgreSQL", "seaweedfs": "object store", "s3-gateway": "S3 gateway",
          "prefect-server": "Prefect server", "mlflow-server": "MLflow server"}
 
@@ -135,6 +140,7 @@ def measure(settings: Any, jobs_count: int, worker_counts: tuple[int, ...],
     """The figures on a cluster that is up (its workers cpu-a and cpu-b, as `cluster up` starts them).
     Leaves it up, with the extra workers it started."""
     from ops import cluster
+    from tasks.launch import LAUNCHER_ENV
 
     figures: dict[str, float] = {"jobs": float(jobs_count)}
     creds = cluster.cluster_credentials(settings)
@@ -159,7 +165,8 @@ def measure(settings: Any, jobs_count: int, worker_counts: tuple[int, ...],
         while len(names) < workers:
             host = cluster.WORKER_HOSTS[len(names) % 2]
             name = host if host not in names else f"{host}-{len(names)}"
-            cluster.start_worker(settings, creds, host, pids, name=name)
+            light = {LAUNCHER_ENV: "cold"} if len(names) >= WARM_WORKERS else {}
+            cluster.start_worker(settings, creds, host, pids, name=name, env_updates=light)
             names.add(name)
         _wait_for_workers(settings, names)
         before = control_cpu_s(settings)

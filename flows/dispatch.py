@@ -58,6 +58,9 @@ class JobContext:
     problem_type: str
     metric: str
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # enabled post-job blocks
+    # Team mode: the suite's code (tasks.code_version) and commit, which a worker's must match.
+    code: str = ""
+    commit: str = ""
 
 
 @dataclass(frozen=True)

@@ -44,11 +44,12 @@ from flows.dispatch import (
     record_not_run,
 )
 from flows.team_worker import DEFAULT_HEARTBEAT_S, GPU_LIMIT, MISSED_BEATS, TASKS, Heartbeat, read_heartbeats
+from tasks.code_version import SHOWN_CHARS, code_fingerprint
 from tasks.errors import UserError
 from tasks.paths import job_dir_for
 from tasks.plan import Job
 from tasks.results import RESULT_FILE, JobResult
-from tasks.tracking.execution import Execution
+from tasks.tracking.execution import Execution, git_sha
 from tasks.tracking.job_folder import TRACKING_FILE, write_pending
 
 logger = logging.getLogger("automl_eval.team")
@@ -56,6 +57,7 @@ logger = logging.getLogger("automl_eval.team")
 MODE_ENV = "AUTOML_EVAL_MODE"
 POLL_S = 2.0  # how often the suite looks; workers get jobs pushed, so this delays only noticing the end
 READ_BATCH = 200  # task runs per read (the server's default page)
+PROBLEM_SHOWN_S = 24 * 3600  # a worker's refusal to start is told to suites for a day after it
 
 
 def team_mode() -> bool:
@@ -91,6 +93,22 @@ def gpu_unavailable_reason(client: Any, beats: list[Heartbeat], gpus: int) -> st
     if not any(beat.kind == "gpu" and beat.alive() for beat in beats):
         return "no GPU for this job: no gpu worker is online; start one on a GPU host (`--kind gpu`)."
     return ""
+
+
+def worker_warnings(beats: list[Heartbeat], code: str, now: float | None = None) -> list[str]:
+    """One sentence per worker this suite cannot count on: one that refused to start (and why), one
+    whose code is not the suite's (it refuses the jobs it takes)."""
+    now = now or time.time()
+    said = []
+    for beat in beats:
+        if beat.problem and beat.age_s(now) <= PROBLEM_SHOWN_S:
+            said.append(f"worker {beat.name} on {beat.host} refused to start {beat.age_s(now) / 60:.0f} min "
+                        f"ago and takes no job: {beat.problem}")
+        elif beat.alive(now) and beat.code and code and beat.code != code:
+            said.append(f"worker {beat.name} on {beat.host} runs other code than this suite (fingerprint "
+                        f"{beat.code[:SHOWN_CHARS]}, the suite's {code[:SHOWN_CHARS]}): it refuses the jobs "
+                        "it takes; make its checkout the suite's and restart it.")
+    return said
 
 
 def _process_alive(pid: int) -> bool:
@@ -147,8 +165,11 @@ class TeamDispatcher:
         _require_api_url()
         outcomes: dict[str, JobOutcome] = {}
         waiting: dict[UUID, _Submitted] = {}
+        code, commit = code_fingerprint(), git_sha()
         with get_client(sync_client=True) as client:
             beats = read_heartbeats(client)
+            for warning in worker_warnings(beats, code):
+                logger.warning("%s", warning)
             gpu_reasons = {gpus: gpu_unavailable_reason(client, beats, gpus)
                            for gpus in {job.budget.gpus for job in jobs if job.budget.gpus}}
             if any(not job.budget.gpus for job in jobs) and not any(
@@ -163,7 +184,9 @@ class TeamDispatcher:
                         continue
                     task = TASKS["gpu" if job.budget.gpus else "cpu"]
                     submitted = time.time()
-                    future = task.delay(job=job.to_dict(), context=dict(contexts[job.key].__dict__),
+                    context = {**contexts[job.key].__dict__, "code": code,
+                               "commit": commit if commit != "unknown" else ""}
+                    future = task.delay(job=job.to_dict(), context=context,
                                         label=job.label, attempt=uuid.uuid4().hex)
                     waiting[future.task_run_id] = _Submitted(job, future.task_run_id, submitted)
                 outcomes.update(self._wait(client, waiting, contexts))

@@ -33,20 +33,23 @@ from typing import Any
 from uuid import UUID
 
 from prefect import task
+from prefect.blocks.core import Block
 from prefect.client.orchestration import get_client
 from prefect.concurrency.sync import concurrency
 from prefect.runtime import task_run
-from prefect.settings import PREFECT_API_URL
+from prefect.settings import PREFECT_API_URL, PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK
 from prefect.task_worker import TaskWorker
 from prefect.variables import Variable
 
 from flows.dispatch import JobContext, record_not_run, run_and_record
+from tasks.code_version import SHOWN_CHARS, code_fingerprint
 from tasks.data.versions import data_version
 from tasks.errors import UserError
 from tasks.gpus import host_devices
 from tasks.launch import FORK_SERVER, chosen_launcher
 from tasks.plan import Job
 from tasks.specs import load_dataset_spec
+from tasks.tracking import store
 
 logger = logging.getLogger("automl_eval.team_worker")
 
@@ -74,6 +77,8 @@ class Heartbeat:
     started_unix: float = 0.0
     beat_unix: float = 0.0
     interval_s: float = DEFAULT_HEARTBEAT_S
+    code: str = ""  # tasks.code_version.code_fingerprint() of its checkout
+    problem: str = ""  # why it refused to serve (it stopped at start); '' while it serves
 
     @property
     def lost_after_s(self) -> float:
@@ -83,7 +88,7 @@ class Heartbeat:
         return (now or time.time()) - self.beat_unix
 
     def alive(self, now: float | None = None) -> bool:
-        return self.age_s(now) <= self.lost_after_s
+        return not self.problem and self.age_s(now) <= self.lost_after_s
 
 
 def heartbeat_interval_s() -> float:
@@ -145,15 +150,29 @@ def data_refusal(job: Job) -> str | None:
             f"`automl-eval datasets pull` on {identity['host']} (the team's DVC remote) and retry.")
 
 
-def _run_here(job_dict: dict[str, Any], context: dict[str, Any], devices: list[int] | None) -> dict[str, Any]:
+def code_refusal(context: JobContext) -> str | None:
+    """Why this worker must not run a job of this suite: its checkout's code is not the suite's (another
+    commit, or changes the suite's has not); it would record the job made by other code."""
+    if not context.code or context.code == code_fingerprint():
+        return None
+    identity = _identity()
+    commit = f", commit {context.commit[:SHOWN_CHARS]}" if context.commit else ""
+    return (f"refused by worker {identity['worker']} on {identity['host']}: its code (tasks/ and flows/, "
+            f"fingerprint {code_fingerprint()[:SHOWN_CHARS]}) is not the suite's "
+            f"({context.code[:SHOWN_CHARS]}{commit}); make its checkout the suite's, restart the worker, "
+            "and run the suite again with --retry-failed.")
+
+
+def _run_here(job_dict: dict[str, Any], context_dict: dict[str, Any],
+              devices: list[int] | None) -> dict[str, Any]:
     started = time.time()
-    job = Job.from_dict(job_dict)
-    refusal = data_refusal(job)
+    job, context = Job.from_dict(job_dict), JobContext(**context_dict)
+    refusal = code_refusal(context) or data_refusal(job)
     if refusal is not None:
         logger.error("%s: %s", job.label, refusal)
-        result, outcome = record_not_run(job, JobContext(**context), refusal, status="failed")
+        result, outcome = record_not_run(job, context, refusal, status="failed")
     else:
-        result, outcome = run_and_record(job, JobContext(**context), devices, still_ours=_still_ours)
+        result, outcome = run_and_record(job, context, devices, still_ours=_still_ours)
     # A plain dict through Prefect's result storage; the suite reads it back with JobOutcome.from_dict.
     return {**outcome.to_dict(), **_identity(), "started_unix": started, "finished_unix": time.time(),
             "result": asdict(result)}
@@ -177,6 +196,14 @@ def run_team_gpu_job(job: dict[str, Any], context: dict[str, Any], label: str,
 
 
 TASKS = {"cpu": run_team_job, "gpu": run_team_gpu_job}
+# The keys the server matches submissions and workers by. Prefect derives a task's key from its code
+# object, file path and line included: a worker whose checkout lies elsewhere, or whose file moved a
+# line, would never be offered a job, and nobody would say why. A stable key puts every worker in
+# reach, and the worker itself refuses a job its code does not match (code_refusal). Raise the
+# version when these tasks' parameters change: older workers then take none of the new jobs.
+TASK_PROTOCOL = 1
+for _task in TASKS.values():
+    _task.task_key = f"{_task.name.replace('-', '_')}-automl_eval_{TASK_PROTOCOL}"
 
 
 # ---------------------------------------------------------------- the worker process
@@ -190,8 +217,11 @@ class HoldingTaskWorker(TaskWorker):
     sends a heartbeat at once (`taken`), so a host that dies in its job's first second is still
     named as the one that held it."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *tasks: Any, **kwargs: Any) -> None:
+        super().__init__(*tasks, **kwargs)
+        # Its registry holds copies (with_options), which get Prefect's own key again: give them ours.
+        for copy, original in zip(self.tasks, tasks, strict=True):
+            copy.task_key = original.task_key
         self.waiting: set[UUID] = set()
         self.taken = asyncio.Event()
 
@@ -219,18 +249,77 @@ async def _beat(worker: Any, beat: Heartbeat) -> None:
         worker.taken.clear()
 
 
-async def serve(name: str, kind: str, limit: int) -> None:
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+def tracking_problem() -> str:
+    """Why this worker could not record a job in the team's MLflow, or '': asked once, at start, so a
+    wrong credential or an unreachable server refuses the worker, not each job it would take."""
+    uri = store.tracking_uri()
+    if not store.is_server():
+        return ""
+    try:
+        store.client().search_experiments(max_results=1)
+    except Exception as exc:
+        text = str(exc)
+        if "401" in text or "403" in text or "Unauthorized" in text or "Permission" in text:
+            return (f"the MLflow server {uri} refused this worker's credential ({_first_line(exc)}); set "
+                    "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD as the team's client.env does.")
+        return (f"cannot reach the MLflow server {uri} ({_first_line(exc)}); check that it runs and that "
+                "this host reaches it, then start the worker again.")
+    return ""
+
+
+async def storage_problem(name: str) -> str:
+    """Why this worker could not read a job's parameters or hand back its result, or '': a probe
+    written to and read back from the team's result storage (a Prefect block), when one is set."""
+    slug = PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK.value()
+    if not slug:
+        return ""  # one host: the results folder (PREFECT_LOCAL_STORAGE_PATH)
+    probe = f"probes/{name}"
+    try:
+        storage: Any = await Block.aload(slug)  # a file system block (remote-file-system, local-file-system)
+        await storage.awrite_path(probe, b"ok")
+        if await storage.aread_path(probe) != b"ok":
+            return f"the team's result storage (block {slug}) gave back another probe than it was given."
+    except Exception as exc:
+        if isinstance(exc, ValueError) and "Unable to find block document" in str(exc):
+            return (f"the result storage block {slug} is not on the Prefect server; save it there (the "
+                    "cluster command does) or unset PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK.")
+        return (f"cannot use the team's result storage (block {slug}): {_first_line(exc)}; check the object "
+                "store (`automl-eval cluster status` on a cluster) and this host's route to it.")
+    return ""
+
+
+async def refuse(beat: Heartbeat, problem: str) -> None:
+    """Say why in the worker's log and in its heartbeat (suites starting later read it), then stop."""
+    logger.error("worker %s on %s refuses to serve: %s", beat.name, beat.host, problem)
+    beat.problem, beat.beat_unix = problem, time.time()
+    try:
+        await Variable.aset(variable_name(beat.name), asdict(beat), overwrite=True)
+    except Exception as exc:  # the Prefect server refused or is away: the log is all there is
+        logger.error("its heartbeat could not say so either: %s", _first_line(exc))
+
+
+async def serve(name: str, kind: str, limit: int) -> int:
+    beat = Heartbeat(name=name, host=platform.node(), kind=kind, pid=os.getpid(), limit=limit,
+                     started_unix=time.time(), interval_s=heartbeat_interval_s(), code=code_fingerprint())
+    problem = tracking_problem() or await storage_problem(name)
+    if problem:
+        await refuse(beat, problem)
+        return 2
     if chosen_launcher() == "warm":
         FORK_SERVER.warm_up()  # one warm fork server for every job of this worker
     worker = HoldingTaskWorker(TASKS[kind], limit=limit)
-    beat = Heartbeat(name=name, host=platform.node(), kind=kind, pid=os.getpid(), limit=limit,
-                     started_unix=time.time(), interval_s=heartbeat_interval_s())
     beating = asyncio.create_task(_beat(worker, beat))
     try:
         await worker.start()
     finally:
         beating.cancel()
         FORK_SERVER.shutdown()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,8 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         print("a team worker needs a Prefect server: set PREFECT_API_URL (source .team/client.env).",
               file=sys.stderr)
         return 2
-    asyncio.run(serve(args.name, args.kind, args.limit))
-    return 0
+    return asyncio.run(serve(args.name, args.kind, args.limit))
 
 
 if __name__ == "__main__":

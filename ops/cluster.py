@@ -207,6 +207,29 @@ def kill_host(settings: ClusterSettings, host: str) -> int:
     return len(pids)
 
 
+STORE_PARTS = ("control/seaweedfs", "control/s3-gateway")  # the object store: its node and its S3 gateway
+
+
+def pause_parts(settings: ClusterSettings, parts: tuple[str, ...], paused: bool) -> int:
+    """Freeze (SIGSTOP) or thaw (SIGCONT) every process of the named parts of the cluster, as a
+    server that hangs: connections to it are accepted by the kernel and never answered. Returns how
+    many processes."""
+    state = read_state(settings.root)
+    if state is None:
+        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    count = 0
+    for part in parts:
+        if part not in state.pids:
+            raise UserError(f"no part {part!r} in this cluster; its parts: {', '.join(sorted(state.pids))}.")
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(state.pids[part])
+            for process in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
+                    count += 1
+    return count
+
+
 def link(settings: ClusterSettings, host: str, up: bool) -> None:
     """Take a host's network link down (its cable pulled) or back up."""
     _run(["ip", "link", "set", f"{settings.prefix}v{HOSTS.index(host)}", "up" if up else "down"],
@@ -625,11 +648,12 @@ def seed_data(settings: ClusterSettings, creds: dict[str, str]) -> None:
 
 
 def start_worker(settings: ClusterSettings, creds: dict[str, str], host: str, pids: dict[str, int],
-                 name: str | None = None) -> int:
+                 name: str | None = None, env_updates: dict[str, str] | None = None) -> int:
     """A team worker (flows/team_worker.py) on the host, named after it unless `name` says otherwise
-    (more workers on one host: the control-plane benchmark)."""
+    (more workers on one host: the control-plane benchmark, which also sets `env_updates`)."""
     name = name or host
     env = host_env(settings, creds, host)
+    env.update(env_updates or {})
     env["AUTOML_EVAL_WORKER_NAME"] = name
     log = "team-worker" if name == host else f"team-worker-{name}"
     pid = spawn_on(settings, host, log, [

@@ -18,7 +18,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +266,42 @@ def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
     assert {j["status"] for j in after["jobs"]} == {"ok"}
 
 
+def test_the_store_hanging_for_30_s_mid_suite_loses_no_record(hosts: cluster.ClusterSettings) -> None:
+    """The object store (its node and S3 gateway) frozen while both jobs finish: their results (Prefect's
+    result storage) and records (MLflow's artifact proxy) wait or retry, and every job ends recorded
+    once, `ok`, readable from client."""
+    for host in cluster.WORKER_HOSTS:
+        hosts.outside(host, HOLD).touch()
+    suite = _suite(hosts, "--new", "--frameworks", "flaky", "--folds", "2")
+    frozen_at = 0.0
+    try:
+        _holder(hosts, suite)
+        assert cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=True) >= 2
+        frozen_at = time.monotonic()
+        for host in cluster.WORKER_HOSTS:  # both jobs end now, with the store away
+            hosts.outside(host, HOLD).unlink()
+        time.sleep(max(0.0, 30 - (time.monotonic() - frozen_at)))
+    finally:
+        cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=False)
+        for host in cluster.WORKER_HOSTS:
+            hosts.outside(host, HOLD).unlink(missing_ok=True)
+    output, _ = suite.communicate(timeout=400)
+    ended_s = time.monotonic() - frozen_at
+    assert suite.returncode == 0, output[-3000:]
+    # A record that waited on a worker's disk goes in when that worker's probe sees the store again.
+    deadline = time.monotonic() + 120
+    while True:
+        jobs = _jobs(hosts)["jobs"]
+        if len(jobs) == 2 and {j["status"] for j in jobs} == {"ok"} or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    print(f"store frozen 30 s; the suite ended {ended_s:.0f} s after the freeze began; jobs: "
+          f"{[(j['host'], j['status'], len(j['files'])) for j in jobs]}")
+    assert len(jobs) == len({j["key"] for j in jobs}) == 2, jobs
+    assert {j["status"] for j in jobs} == {"ok"}, jobs
+    assert all("model" in j["files"] and "predictions.csv" in j["files"] for j in jobs), jobs
+
+
 def test_a_worker_whose_data_differs_from_the_pin_refuses_the_job_with_one_sentence(
         hosts: cluster.ClusterSettings) -> None:
     data = hosts.outside("cpu-a", "datasets", "penguins.csv")
@@ -286,6 +322,72 @@ def test_a_worker_whose_data_differs_from_the_pin_refuses_the_job_with_one_sente
         assert "automl-eval datasets pull" in job["error"]
     log = hosts.outside("cpu-a", ".team", "logs", "team-worker.log").read_text()
     assert "refused by worker cpu-a on cpu-a" in log
+
+
+HEARTBEATS = """
+    import json
+    from dataclasses import asdict
+    from prefect.client.orchestration import get_client
+    from flows.team_worker import read_heartbeats
+    with get_client(sync_client=True) as client:
+        print(json.dumps([asdict(beat) for beat in read_heartbeats(client)]))
+"""
+
+
+def _code_of(hosts: cluster.ClusterSettings, name: str, wanted: Callable[[str], bool] = bool) -> str:
+    """The code fingerprint the worker's heartbeat gives, once there is one that `wanted` accepts."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        beats = {beat["name"]: beat for beat in _on(hosts, "client", HEARTBEATS)}
+        code = beats[name]["code"] if name in beats else ""
+        if code and wanted(code):
+            return str(code)
+        time.sleep(1)
+    pytest.fail(f"worker {name} sent no such heartbeat within 120 s")
+
+
+def test_a_worker_with_other_code_or_a_wrong_credential_is_refused_with_one_sentence(
+        hosts: cluster.ClusterSettings) -> None:
+    # A wrong MLflow password: the worker refuses to start, in its log and in its heartbeat.
+    env = cluster.host_env(hosts, cluster.cluster_credentials(hosts), "cpu-b")
+    env.update(MLFLOW_TRACKING_PASSWORD="not-the-password", AUTOML_EVAL_WORKER_NAME="cpu-b-wrong")
+    wrong = subprocess.run(cluster.host_argv(hosts, "cpu-b", [sys.executable, "-m", "flows.team_worker",
+                                                              "--name", "cpu-b-wrong"]),
+                           env=env, cwd="/", capture_output=True, text=True, timeout=300)
+    said = wrong.stdout + wrong.stderr
+    assert wrong.returncode == 2, said[-2000:]
+    assert (f"worker cpu-b-wrong on cpu-b refuses to serve: the MLflow server https://{hosts.control}"
+            in said and "refused this worker's credential" in said), said[-2000:]
+    assert "not-the-password" not in said
+
+    # Other code on cpu-a (an edit the suite's checkout does not have): it refuses each job it takes.
+    same_code = _code_of(hosts, "cpu-a")
+    changed = hosts.outside("cpu-a", "flows", "__init__.py")
+    original = changed.read_text()
+    changed.write_text(original + "# changed on this host only\n")
+    try:
+        cluster.kill_host(hosts, "cpu-b")  # every job goes to cpu-a
+        cluster.kill_host(hosts, "cpu-a")
+        cluster.restart_worker(hosts, "cpu-a")
+        _code_of(hosts, "cpu-a", lambda code: code != same_code)
+        suite = _suite(hosts, "--new", "--frameworks", "constant", "--folds", "1")
+        output, _ = suite.communicate(timeout=400)
+    finally:
+        changed.write_text(original)
+        cluster.kill_host(hosts, "cpu-a")
+        cluster.restart_worker(hosts, "cpu-a")
+        cluster.restart_worker(hosts, "cpu-b")
+        _code_of(hosts, "cpu-a", lambda code: code == same_code)  # the later tests get the suite's code
+    # The suite's own output names both workers it cannot count on.
+    assert "worker cpu-a on cpu-a runs other code than this suite" in output, output[-3000:]
+    assert "worker cpu-b-wrong on cpu-b refused to start" in output, output[-3000:]
+    jobs = _jobs(hosts)["jobs"]
+    assert jobs and all(j["status"] == "failed" for j in jobs), output[-2000:]
+    for job in jobs:
+        assert job["error"].startswith("refused by worker cpu-a on cpu-a: its code (tasks/ and flows/"), job
+        assert "--retry-failed" in job["error"]
+    log = hosts.outside("cpu-a", ".team", "logs", "team-worker.log").read_text()
+    assert "refused by worker cpu-a on cpu-a: its code" in log
 
 
 def test_the_control_plane_benchmark_runs_on_this_cluster(hosts: cluster.ClusterSettings) -> None:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import subprocess
 import sys
 import time
 from uuid import uuid4
 
-from flows.team_dispatch import _Submitted
-from flows.team_worker import MISSED_BEATS, Heartbeat, variable_name
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from flows.dispatch import JobContext
+from flows.team_dispatch import PROBLEM_SHOWN_S, _Submitted, worker_warnings
+from flows.team_worker import MISSED_BEATS, TASKS, Heartbeat, HoldingTaskWorker, code_refusal, variable_name
+from tasks.code_version import code_fingerprint
 from tasks.plan import Job
 from tasks.specs import Budget
 
@@ -77,3 +82,46 @@ def test_heartbeat_variable_names_are_valid_prefect_variable_names() -> None:
     name = variable_name("GPU Host.1/a")
     assert name.startswith("automl-eval-worker--")
     assert set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def test_the_suite_names_workers_that_refused_to_start_or_run_other_code() -> None:
+    code = code_fingerprint()
+    refused = _beat("w1", age_s=120)
+    refused.problem = "the MLflow server https://10.0.0.1:5000 refused this worker's credential (401)"
+    other = _beat("w2")
+    other.code = "0" * 64
+    same = _beat("w3")
+    same.code = code
+    assert not refused.alive()  # a worker that refused takes no job, however fresh its beat
+    said = worker_warnings([refused, other, same], code)
+    assert len(said) == 2
+    assert said[0].startswith("worker w1 on elsewhere refused to start 2 min ago") and "401" in said[0]
+    assert said[1].startswith("worker w2 on elsewhere runs other code than this suite (fingerprint 0000")
+    old = _beat("w4", age_s=PROBLEM_SHOWN_S + 60)
+    old.problem = "long ago"
+    assert worker_warnings([old], code) == []
+
+
+def test_a_worker_refuses_a_job_of_a_suite_whose_code_is_not_its_own() -> None:
+    assert code_refusal(JobContext(execution={}, problem_type="binary", metric="auc")) is None  # not asked
+    same = JobContext(execution={}, problem_type="binary", metric="auc", code=code_fingerprint())
+    assert code_refusal(same) is None
+    other = JobContext(execution={}, problem_type="binary", metric="auc", code="f" * 64, commit="a" * 40)
+    refusal = code_refusal(other)
+    assert refusal is not None and refusal.startswith("refused by worker ")
+    assert "(ffffffffffff, commit aaaaaaaaaaaa)" in refusal and "--retry-failed" in refusal
+
+
+def test_task_keys_do_not_depend_on_where_the_checkout_lies() -> None:
+    # Prefect's own key hashes the function's code object, its file path included.
+    keys = {task.task_key for task in TASKS.values()}
+    assert keys == {"team_job-automl_eval_1", "team_gpu_job-automl_eval_1"}
+
+    async def worker() -> HoldingTaskWorker:  # Prefect's task worker is made inside an event loop
+        return HoldingTaskWorker(*TASKS.values(), limit=1)
+
+    # A server address that is never called: without one, Prefect's client would start a server.
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        made = asyncio.run(worker())
+    # The worker's registry (copies of the tasks) matches the runs by the same keys it subscribes to.
+    assert {task.task_key for task in made.tasks} == made.task_keys == keys
