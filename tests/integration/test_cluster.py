@@ -295,11 +295,14 @@ def test_the_store_hanging_for_30_s_mid_suite_loses_no_record(hosts: cluster.Clu
         if len(jobs) == 2 and {j["status"] for j in jobs} == {"ok"} or time.monotonic() > deadline:
             break
         time.sleep(3)
+    waited = [line for host in cluster.WORKER_HOSTS
+              for line in hosts.outside(host, ".team", "logs", "team-worker.log").read_text().splitlines()
+              if "wait" in line.lower() and "store" in line.lower()]
     print(f"store frozen 30 s; the suite ended {ended_s:.0f} s after the freeze began; jobs: "
-          f"{[(j['host'], j['status'], len(j['files'])) for j in jobs]}")
+          f"{[(j['host'], j['status'], j['files']) for j in jobs]}; worker lines on waiting: {waited[-4:]}")
     assert len(jobs) == len({j["key"] for j in jobs}) == 2, jobs
     assert {j["status"] for j in jobs} == {"ok"}, jobs
-    assert all("model" in j["files"] and "predictions.csv" in j["files"] for j in jobs), jobs
+    assert all("predictions.csv" in j["files"] for j in jobs), jobs  # the artifacts made it to the store
 
 
 def test_a_worker_whose_data_differs_from_the_pin_refuses_the_job_with_one_sentence(
