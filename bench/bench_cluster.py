@@ -193,7 +193,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.bench_cluster",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=40, help="jobs per worker count (default 40)")
-    parser.add_argument("--workers", default="2,8", help="worker counts (default 2,8)")
+    parser.add_argument("--workers", default="2,8,50", help="worker counts (default 2,8,50)")
     parser.add_argument("--overhead-jobs", type=int, default=5, help="jobs for across hosts vs in-process")
     parser.add_argument("--client-part", nargs=2, metavar=("COUNT", "LABEL"), help=argparse.SUPPRESS)
     parser.add_argument("--embedded", action="store_true", help=argparse.SUPPRESS)

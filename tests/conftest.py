@@ -14,9 +14,12 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 # ---------------------------------------------------------------- data folders never shadow libraries
 
+import contextlib  # noqa: E402
 import inspect  # noqa: E402
 import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -102,8 +105,11 @@ def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_catalog: Pa
     """
     import shutil
 
+    from run_support.project import seed_stores
+
     (tmp_path / "specs" / "datasets").mkdir(parents=True)
     (tmp_path / "datasets").mkdir()
+    seed_stores(tmp_path)  # empty MLflow and Prefect stores, migrated once per test process
     for name in ("params.yaml", ".dvcignore"):
         shutil.copy(PROJECT_ROOT / name, tmp_path / name)
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path))
@@ -121,17 +127,59 @@ def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_catalog: Pa
 # ---------------------------------------------------------------- the team stack, started once
 
 
-@pytest.fixture(scope="session")
-def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Prefect server, two workers, MLflow on PostgreSQL, deployed: shared by tests/integration
-    and tests/ui, so a session starts one stack (about a minute), not one per module."""
+class _SharedTeam:
+    """The team stack of this test process (Prefect server, two workers, MLflow on PostgreSQL,
+    deployed), shared by tests/integration and tests/ui: started by the first test that asks for it,
+    stopped after the last one that does. Not kept to the end of the session: idle, its servers,
+    workers and one-second heartbeats took about a fifth of a core from every test after them."""
+
+    def __init__(self) -> None:
+        self._exits: contextlib.ExitStack | None = None
+        self._team: Any = None
+
+    def get(self, built_catalog: Path, home: Callable[[], Path]) -> Any:
+        if self._team is None:
+            from team_support.stack import running_team
+
+            exits = contextlib.ExitStack()
+            self._team = exits.enter_context(running_team(built_catalog, home()))
+            self._exits = exits
+        return self._team
+
+    def stop(self) -> None:
+        if self._exits is not None:
+            exits, self._exits, self._team = self._exits, None, None
+            exits.close()
+
+
+_SHARED_TEAM = _SharedTeam()
+
+
+@pytest.fixture
+def team(built_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The running team stack (a stack started for an earlier test of this process, or a new one)."""
     from run_support.services import missing_service
-    from team_support.stack import postgres_up, running_team
+    from team_support.stack import postgres_up
 
     if not postgres_up():
         missing_service("PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)")
-    with running_team(built_catalog, tmp_path_factory.mktemp("team-home")) as stack:
-        yield stack
+    return _SHARED_TEAM.get(built_catalog, lambda: tmp_path_factory.mktemp("team-home"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the team stack after the last test of this run that uses it (the team tests are one
+    xdist group, so they all run in this process, in collection order)."""
+    session: Any = item.session
+    if not hasattr(session, "last_team_test"):  # found once: the items are final by now
+        users = [other for other in session.items if "team" in getattr(other, "fixturenames", ())]
+        session.last_team_test = users[-1] if users else None
+    if item is session.last_team_test:
+        _SHARED_TEAM.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _SHARED_TEAM.stop()
 
 
 # ---------------------------------------------------------------- parallel workers (pytest-xdist)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import functools
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +34,50 @@ def add_suites(home: Path, suites: dict[str, dict[str, Any]],
     return home
 
 
+# The project's embedded stores, where `automl-eval run` keeps them (PREFECT_HOME is the project's .prefect).
+PREFECT_DB = Path(".prefect") / "prefect.db"
+MLFLOW_DB = Path("mlflow") / "mlflow.db"
+PREFECT_FIRST_START = ("from prefect.server.api.server import SubprocessASGIServer\n"
+                       "server = SubprocessASGIServer()\nserver.start()\nserver.stop()\n")
+
+
+@functools.cache
+def _store_templates() -> Path:
+    """Empty stores as the real tools leave them on first use, made once per test process: Prefect's
+    database after its server's first start (every migration, the block types), MLflow's SQLite store
+    after its first request. A fresh scratch project would otherwise pay both on its first run
+    (about 8 CPU-seconds on this machine, some fifty times in `make test`)."""
+    root = Path(tempfile.mkdtemp(prefix="store-templates-"))
+    atexit.register(shutil.rmtree, root, True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
+    env.update(PREFECT_HOME=str(root / PREFECT_DB.parent), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # a first start migrates
+    (root / MLFLOW_DB.parent).mkdir(parents=True)
+    mlflow_uri = f"sqlite:///{root / MLFLOW_DB}"
+    mlflow_first_request = (f"from mlflow import MlflowClient\n"
+                            f"MlflowClient({mlflow_uri!r}).search_experiments()\n")
+    for code in (PREFECT_FIRST_START, mlflow_first_request):
+        made = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    # Prefect's SQLite runs in WAL mode: fold the log into the database file, which alone is copied.
+    with contextlib.closing(sqlite3.connect(root / PREFECT_DB)) as database:
+        database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return root
+
+
+def seed_stores(home: Path) -> Path:
+    """Copies of the empty stores into a scratch project that has none yet."""
+    templates = _store_templates()
+    for store in (PREFECT_DB, MLFLOW_DB):
+        if not (home / store).exists():
+            (home / store).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(templates / store, home / store)
+    return home
+
+
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    seed_stores(home)
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "PREFECT_API_URL", "PREFECT_HOME", "AUTOML_EVAL_RUNS_DIR")}
     # COLUMNS: the leaderboard is drawn for a wide terminal, as a user would see it.

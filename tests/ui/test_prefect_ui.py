@@ -36,7 +36,7 @@ def _open(page: Any, team: Team, path: str) -> None:
     page.goto(f"{team.settings.prefect_ui_url}{path}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def manual_run(team: Team) -> Any:
     """The manual run the team tests made (named as typed); one of its own when run alone."""
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
