@@ -38,9 +38,9 @@ def test_gpu_check_runs_the_image_jobs_on_the_cpu(tmp_path: Path) -> None:
     env.pop("AUTOML_EVAL_HOME", None)
     ran = subprocess.run(
         [sys.executable, "-c", RUN_AND_SAY_IMPORTS, "--no-probe", "--out", str(tmp_path / "out"),
-         # hf_finetune's work is bounded by its epochs: 60 s is a ceiling, not a limit (at 15 s its start,
-         # last evaluation and save under three busy test workers passed the watchdog's kill).
-         "--sweep", "w0,w2", "--sweep-seconds", "20", "--job-seconds", "20", "--extra-seconds", "60",
+         # hf_finetune's work is bounded by its epochs: 120 s is a ceiling, not a limit (at 15 s, and at
+         # 60 s under four test workers, its start, last evaluation and save passed the watchdog's kill).
+         "--sweep", "w0,w2", "--sweep-seconds", "20", "--job-seconds", "20", "--extra-seconds", "120",
          "--json", str(tmp_path / "figures.json")],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
