@@ -12,19 +12,25 @@ Figures:
 - for each worker count: jobs/minute, dispatch latency p50/p99 (as bench_team: a job's start on its
   worker - max(its submission, the end of that worker's previous job)), and the CPU-seconds per
   job of each control-plane part on `control`: the Prefect server, the MLflow server, PostgreSQL
-  and the object store (every process of the control host, ended children included).
+  and the object store (every process of the control host, ended children included);
+- a report over one execution of 10,000 job runs, read from the team's MLflow server (PostgreSQL
+  on control) over HTTPS from `client`, built and logged back as `automl-eval report` does. The
+  runs are synthetic (bench/synthetic_runs.py) and written straight into MLflow's database on
+  control, since 10,000 real jobs would take hours; what is timed is the read and the report.
 
 Workers past the eighth are light: they start each job in a fresh interpreter (the `cold` launcher)
 instead of keeping a warm fork server of their own, so 50 of them fit in this machine's memory; the
 cost under test is the control plane's, not the jobs'.
 
-Run (root): `python -m bench.bench_cluster [--workers 2,8,50] [--jobs 40] [--overhead-jobs 5]`.
+Run (root): `python -m bench.bench_cluster [--workers 2,8,50] [--jobs 40] [--overhead-jobs 5]
+[--report-runs 10000]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -42,6 +48,7 @@ from bench import bench_team  # noqa: E402
 # Its smoke run is in the cross-host test, on the cluster that test has already built (a second
 # cluster would cost CI another minute and a half): measure() with two workers and two jobs.
 SMOKE_ELSEWHERE = "tests/integration/test_cluster.py"
+CONTROL_PG = "postgresql://postgres@127.0.0.1:5432"  # control's own PostgreSQL, on its loopback
 WARM_WORKERS = 8  # workers beyond these start jobs cold (no fork server each: memory)
 PARTS = {"postgres": "PostgreSQL", "seaweedfs": "object store", "s3-gateway": "S3 gateway",
          "prefect-server": "Prefect server", "mlflow-server": "MLflow server"}
@@ -117,7 +124,71 @@ def _wait_for_workers(settings: Any, names: set[str], timeout_s: float = 600) ->
         bench_team.wait_for_workers(names, timeout_s)
 
 
-def main(jobs_count: int, worker_counts: tuple[int, ...], overhead_jobs: int) -> dict[str, float]:
+REPORT_SUITE = "bench-report"
+REPORT_SHAPE = (20, 10, 5)  # datasets, frameworks, folds; seeds = runs / 1,000
+
+
+def report_suite(runs: int) -> Any:
+    from bench.bench_report import suite_of
+
+    datasets, frameworks, folds = REPORT_SHAPE
+    return suite_of(datasets, frameworks, folds, max(1, runs // (datasets * frameworks * folds)),
+                    suite=REPORT_SUITE)
+
+
+def report_start() -> None:
+    """On client: the execution's parent run, made through the MLflow server as a suite makes it."""
+    from bench.synthetic_runs import start_execution
+
+    execution_id, experiment_id = start_execution(os.environ["MLFLOW_TRACKING_URI"], REPORT_SUITE)
+    print(json.dumps({"execution_id": execution_id, "experiment_id": experiment_id}))
+
+
+def report_insert(experiment_id: str, execution_id: str, runs: int) -> None:
+    """On control: the job runs, written into the MLflow server's database beside it."""
+    from bench.synthetic_runs import insert_job_runs, synthetic_jobs
+    from ops import team_stack
+
+    stack = team_stack.StackSettings(state_dir=Path("."), pg_url=CONTROL_PG)
+    database = stack.database_url("mlflow", "psycopg2")
+    started = time.perf_counter()
+    insert_job_runs(database, experiment_id, execution_id, synthetic_jobs(report_suite(runs)))
+    print(json.dumps({"insert_s": time.perf_counter() - started}))
+
+
+def report_time(execution_id: str) -> None:
+    """On client: `automl-eval report`'s work over HTTPS, timed (bench_report.time_report)."""
+    from bench.bench_report import time_report
+
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-report-") as tmp:
+        print(json.dumps(time_report(execution_id, os.environ["MLFLOW_TRACKING_URI"], Path(tmp))))
+
+
+def report_over_http(settings: Any, runs: int) -> dict[str, float]:
+    """A report over one execution of `runs` job runs, read from client over HTTPS."""
+    from ops import cluster
+
+    creds = cluster.cluster_credentials(settings)
+    client_env = cluster.host_env(settings, creds, "client")
+    me = [sys.executable, "-m", "bench.bench_cluster"]
+
+    def on(host: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+        done = cluster.run_on(settings, host, me + args, env, timeout_s=1800, what=f"the report's {args[0]}")
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    started = on("client", ["--report-start"], client_env)
+    ids = [started["experiment_id"], started["execution_id"]]
+    inserted = on("control", ["--report-insert", *ids, str(runs)], cluster.base_env())
+    timed = on("client", ["--report-time", started["execution_id"]], client_env)
+    print(f"report over {timed['runs']:.0f} job runs from the team's MLflow server over HTTPS (on client): "
+          f"read {timed['read_runs_s']:.1f} s + build {timed['build_report_s']:.1f} s + log artifacts = "
+          f"{timed['report_total_s']:.1f} s, {timed['report_cpu_s']:.1f} s CPU on client (goal <= 30 s); "
+          f"runs written into PostgreSQL in {inserted['insert_s']:.0f} s", flush=True)
+    return {f"report_{key}": float(value) for key, value in timed.items()}
+
+
+def main(jobs_count: int, worker_counts: tuple[int, ...], overhead_jobs: int,
+         report_runs: int = 0) -> dict[str, float]:
     """Build a cluster of its own, measure it, take it down."""
     from ops import cluster
 
@@ -130,7 +201,12 @@ def main(jobs_count: int, worker_counts: tuple[int, ...], overhead_jobs: int) ->
             state = cluster.up(settings)
             up_s = time.perf_counter() - started
             print(f"cluster up in {up_s:.0f} s ({state.timings_s})", flush=True)
-            return {"cluster_up_s": up_s, **measure(settings, jobs_count, worker_counts, overhead_jobs)}
+            figures = {"cluster_up_s": up_s}
+            if worker_counts:
+                figures.update(measure(settings, jobs_count, worker_counts, overhead_jobs))
+            if report_runs:
+                figures.update(report_over_http(settings, report_runs))
+            return figures
         finally:
             cluster.down(settings)
 
@@ -193,13 +269,26 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.bench_cluster",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=40, help="jobs per worker count (default 40)")
-    parser.add_argument("--workers", default="2,8,50", help="worker counts (default 2,8,50)")
+    parser.add_argument("--workers", default="2,8,50", help="worker counts (default 2,8,50; '': none)")
     parser.add_argument("--overhead-jobs", type=int, default=5, help="jobs for across hosts vs in-process")
+    parser.add_argument("--report-runs", type=int, default=10_000,
+                        help="job runs of the report read over HTTPS (default 10000; 0: none)")
+    parser.add_argument("--report-start", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--report-insert", nargs=3, metavar=("EXPERIMENT", "EXECUTION", "RUNS"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--report-time", metavar="EXECUTION", help=argparse.SUPPRESS)
     parser.add_argument("--client-part", nargs=2, metavar=("COUNT", "LABEL"), help=argparse.SUPPRESS)
     parser.add_argument("--embedded", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client_part:
         on_client(int(args.client_part[0]), args.client_part[1], args.embedded)
+    elif args.report_start:
+        report_start()
+    elif args.report_insert:
+        report_insert(args.report_insert[0], args.report_insert[1], int(args.report_insert[2]))
+    elif args.report_time:
+        report_time(args.report_time)
     else:
-        main(args.jobs, tuple(int(n) for n in args.workers.split(",")), args.overhead_jobs)
+        main(args.jobs, tuple(int(n) for n in args.workers.split(",") if n), args.overhead_jobs,
+             args.report_runs)
     sys.exit(0)

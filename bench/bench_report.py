@@ -32,52 +32,54 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--folds", type=int, default=FOLDS, help=f"folds per dataset (default {FOLDS})")
     parser.add_argument("--seeds", type=int, default=SEEDS, help=f"seeds per fold (default {SEEDS})")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    strengths = {"constant": 0.0, **{f"framework{i:02d}": 0.2 * i for i in range(1, args.frameworks)}}
-    # One (dataset, framework) pair whose jobs all fail, so the report's failure paths are timed too:
-    # ds03_binary x framework05 at the defaults, the nearest pair that exists at smaller sizes.
-    failing = (dataset_names(args.datasets)[min(3, args.datasets - 1)],
-               list(strengths)[min(5, len(strengths) - 1)])
-    spec = SyntheticSuite(
-        suite="bench",
-        datasets=args.datasets,
-        strengths=strengths,
-        folds=args.folds,
-        seeds=tuple(range(args.seeds)),
-        fail=[failing],
-    )
+    spec = suite_of(args.datasets, args.frameworks, args.folds, args.seeds)
     jobs = synthetic_jobs(spec)
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
         started = time.perf_counter()
         execution_id = write_execution(uri, jobs, suite="bench", bulk=True)
         fill_s = time.perf_counter() - started
-
-        from tasks.report.build import build_report
-        from tasks.tracking import read
-
-        started, cpu_started = time.perf_counter(), time.process_time()
-        runs = read.job_runs(execution_id=execution_id, uri=uri)
-        read_s = time.perf_counter() - started
-        report = build_report(runs, Path(tmp) / "report", title="bench")
-        build_s = time.perf_counter() - started - read_s
-        read.log_folder(execution_id, report.folder, uri=uri)
-        total_s = time.perf_counter() - started
-        cpu_s = time.process_time() - cpu_started
-    figures = {
-        "runs": float(len(runs)),
-        "fill_store_s": fill_s,
-        "read_runs_s": read_s,
-        "build_report_s": build_s,
-        "report_total_s": total_s,
-        "report_cpu_s": cpu_s,
-    }
+        figures = {"fill_store_s": fill_s, **time_report(execution_id, uri, Path(tmp) / "report")}
+    runs, read_s, build_s = figures["runs"], figures["read_runs_s"], figures["build_report_s"]
+    total_s, cpu_s = figures["report_total_s"], figures["report_cpu_s"]
     print(
-        f"report over {len(runs)} job runs (sqlite MLflow store): read {read_s:.1f} s"
+        f"report over {runs:.0f} job runs (sqlite MLflow store): read {read_s:.1f} s"
         f" + build {build_s:.1f} s"
         f" + log artifacts = {total_s:.1f} s total, {cpu_s:.1f} s CPU (target <= 20 s);"
         f" store filled in {fill_s:.1f} s"
     )
     return figures
+
+
+def suite_of(datasets: int, frameworks: int, folds: int, seeds: int, suite: str = "bench") -> SyntheticSuite:
+    """The benchmark's synthetic suite: `constant` and frameworks of rising strength, and one
+    (dataset, framework) pair whose jobs all fail, so the report's failure paths are timed too
+    (ds03_binary x framework05 at the defaults, the nearest pair that exists at smaller sizes)."""
+    strengths = {"constant": 0.0, **{f"framework{i:02d}": 0.2 * i for i in range(1, frameworks)}}
+    failing = (dataset_names(datasets)[min(3, datasets - 1)], list(strengths)[min(5, len(strengths) - 1)])
+    return SyntheticSuite(suite=suite, datasets=datasets, strengths=strengths, folds=folds,
+                          seeds=tuple(range(seeds)), fail=[failing])
+
+
+def time_report(execution_id: str, uri: str, folder: Path) -> dict[str, float]:
+    """`automl-eval report`'s work on one execution, timed: read its job runs from the store, build
+    every table and figure into `folder`, log them back to the execution's run."""
+    from tasks.report.build import build_report
+    from tasks.tracking import read
+
+    started, cpu_started = time.perf_counter(), time.process_time()
+    runs = read.job_runs(execution_id=execution_id, uri=uri)
+    read_s = time.perf_counter() - started
+    report = build_report(runs, folder, title="bench")
+    build_s = time.perf_counter() - started - read_s
+    read.log_folder(execution_id, report.folder, uri=uri)
+    return {
+        "runs": float(len(runs)),
+        "read_runs_s": read_s,
+        "build_report_s": build_s,
+        "report_total_s": time.perf_counter() - started,
+        "report_cpu_s": time.process_time() - cpu_started,
+    }
 
 
 if __name__ == "__main__":

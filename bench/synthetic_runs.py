@@ -9,7 +9,6 @@ strengths so tests can check that the statistics recover them.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -228,11 +227,40 @@ def write_execution(
 ) -> str:
     """Write one suite execution (parent run + one child per job row); return its execution id.
 
-    bulk=True inserts the child rows with one SQL transaction (sqlite stores only): the public
-    client takes about 40 ms a run here, far too slow to fill a 5,000-run benchmark store.
+    bulk=True inserts the child rows with one SQL transaction (sqlite stores only; insert_job_runs
+    takes any store's database): the public client takes about 40 ms a run here, far too slow to
+    fill a 5,000-run benchmark store.
     """
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param
+
+    execution_id, experiment_id = start_execution(tracking_uri, suite, parent_tags)
+    if bulk:
+        insert_job_runs(tracking_uri, experiment_id, execution_id, jobs)
+        return execution_id
+    client = MlflowClient(tracking_uri)
+    now_ms = int(time.time() * 1000)
+    for record in jobs.to_dict("records"):
+        tags, metrics, params = _split_row(record)
+        tags.update({"execution_id": execution_id, "mlflow.parentRunId": execution_id})
+        run = client.create_run(
+            experiment_id,
+            tags=tags,
+            run_name=f"{tags['dataset']}/{tags['framework']}/f{tags['fold']}s{tags['seed']}",
+        )
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric(k, v, now_ms, 0) for k, v in metrics.items()],
+            params=[Param(k, v) for k, v in params.items()],
+        )
+        client.set_terminated(run.info.run_id)
+    return execution_id
+
+
+def start_execution(tracking_uri: str, suite: str, parent_tags: Mapping[str, str] = ()) -> tuple[str, str]:
+    """The suite's experiment (made if new) and a finished parent run, through MLflow's client (any
+    store, a server over HTTP included); returns (execution id, experiment id)."""
+    from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(suite)
@@ -251,34 +279,17 @@ def write_execution(
     )
     execution_id = parent.info.run_id
     client.set_tag(execution_id, "execution_id", execution_id)
-    now_ms = int(time.time() * 1000)
-    if bulk:
-        _bulk_insert(tracking_uri, experiment_id, execution_id, jobs, now_ms)
-    else:
-        for record in jobs.to_dict("records"):
-            tags, metrics, params = _split_row(record)
-            tags.update({"execution_id": execution_id, "mlflow.parentRunId": execution_id})
-            run = client.create_run(
-                experiment_id,
-                tags=tags,
-                run_name=f"{tags['dataset']}/{tags['framework']}/f{tags['fold']}s{tags['seed']}",
-            )
-            client.log_batch(
-                run.info.run_id,
-                metrics=[Metric(k, v, now_ms, 0) for k, v in metrics.items()],
-                params=[Param(k, v) for k, v in params.items()],
-            )
-            client.set_terminated(run.info.run_id)
     client.set_terminated(execution_id)
-    return execution_id
+    return execution_id, experiment_id
 
 
-def _bulk_insert(
-    tracking_uri: str, experiment_id: str, execution_id: str, jobs: pd.DataFrame, now_ms: int
-) -> None:
-    if not tracking_uri.startswith("sqlite:///"):
-        raise ValueError("bulk insert needs a sqlite:/// tracking URI")
-    db_path = Path(tracking_uri[len("sqlite:///") :])
+def insert_job_runs(database_url: str, experiment_id: str, execution_id: str, jobs: pd.DataFrame) -> None:
+    """The execution's child runs written straight into an MLflow store's database in one transaction
+    (SQLAlchemy URL: `sqlite:///…` or `postgresql+psycopg2://…`), with the tags, metrics and params
+    MLflow's own client would write. For benchmarks that need tens of thousands of runs."""
+    import sqlalchemy
+
+    now_ms = int(time.time() * 1000)
     runs, tags_rows, metric_rows, param_rows = [], [], [], []
     for record in jobs.to_dict("records"):
         run_id = uuid.uuid4().hex
@@ -291,38 +302,40 @@ def _bulk_insert(
             }
         )
         runs.append(
-            (
-                run_id,
-                tags["mlflow.runName"],
-                "LOCAL",
-                "",
-                "",
-                "bench",
-                "FINISHED",
-                now_ms,
-                now_ms + 1000,
-                None,
-                "",
-                "active",
-                f"mlflow-artifacts:/{experiment_id}/{run_id}/artifacts",
-                int(experiment_id),
-            )
+            {
+                "run_uuid": run_id,
+                "name": tags["mlflow.runName"],
+                "source_type": "LOCAL",
+                "source_name": "",
+                "entry_point_name": "",
+                "user_id": "bench",
+                "status": "FINISHED",
+                "start_time": now_ms,
+                "end_time": now_ms + 1000,
+                "deleted_time": None,
+                "source_version": "",
+                "lifecycle_stage": "active",
+                "artifact_uri": f"mlflow-artifacts:/{experiment_id}/{run_id}/artifacts",
+                "experiment_id": int(experiment_id),
+            }
         )
-        tags_rows += [(k, v, run_id) for k, v in tags.items()]
-        metric_rows += [(k, v, now_ms, 0, False, run_id) for k, v in metrics.items()]
-        param_rows += [(k, v, run_id) for k, v in params.items()]
-    with sqlite3.connect(db_path) as connection:
-        connection.executemany(
-            "INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id,"
-            " status, start_time, end_time, deleted_time, source_version, lifecycle_stage, artifact_uri,"
-            " experiment_id)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            runs,
-        )
-        connection.executemany("INSERT INTO tags (key, value, run_uuid) VALUES (?,?,?)", tags_rows)
-        connection.executemany("INSERT INTO params (key, value, run_uuid) VALUES (?,?,?)", param_rows)
-        for table in ("metrics", "latest_metrics"):
-            connection.executemany(
-                f"INSERT INTO {table} (key, value, timestamp, step, is_nan, run_uuid) VALUES (?,?,?,?,?,?)",
-                metric_rows,
-            )
+        tags_rows += [{"key": k, "value": v, "run_uuid": run_id} for k, v in tags.items()]
+        metric_rows += [
+            {"key": k, "value": v, "timestamp": now_ms, "step": 0, "is_nan": False, "run_uuid": run_id}
+            for k, v in metrics.items()
+        ]
+        param_rows += [{"key": k, "value": v, "run_uuid": run_id} for k, v in params.items()]
+    engine = sqlalchemy.create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            for table, rows in (("runs", runs), ("tags", tags_rows), ("params", param_rows),
+                                ("metrics", metric_rows), ("latest_metrics", metric_rows)):
+                if rows:
+                    columns = list(rows[0])
+                    connection.execute(
+                        sqlalchemy.text(f"INSERT INTO {table} ({', '.join(columns)})"
+                                        f" VALUES ({', '.join(':' + c for c in columns)})"),
+                        rows,
+                    )
+    finally:
+        engine.dispose()

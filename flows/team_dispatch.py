@@ -291,7 +291,8 @@ class _Submitted:
             return ""  # still queued: no worker took it yet
         self.unheld_since = self.unheld_since or now
         last = beats.get(self.holder)
-        grace = last.lost_after_s if last is not None else MISSED_BEATS * DEFAULT_HEARTBEAT_S
+        # The busy interval: the beat after it took the job (sent at once) would have listed it.
+        grace = MISSED_BEATS * (last.interval_s if last is not None else DEFAULT_HEARTBEAT_S)
         if now - self.unheld_since <= grace:
             return ""  # a heartbeat may not list it yet
         why = _dead_reason(last, now) if last is not None else ""

@@ -11,10 +11,12 @@ Kinds: a `cpu` worker serves the CPU job task; a `gpu` worker serves the GPU job
 reach only hosts with GPUs. A GPU job holds the Prefect global concurrency limit `gpu` (one slot
 per GPU of the team) and file locks on its host's devices, and gets exactly those devices.
 
-Every few seconds (AUTOML_EVAL_HEARTBEAT_S, default 5) the worker writes a heartbeat (a Prefect
-variable named after it): host, kind, the jobs it holds (their task run ids), jobs done. The
-suite reads them to notice a dead worker (`flows.team_dispatch`); `automl-eval team status`
-prints them.
+Every few seconds (AUTOML_EVAL_HEARTBEAT_S, default 5) while it holds a job, and IDLE_BEATS times
+as seldom while it holds none, the worker writes a heartbeat (a Prefect variable named after it):
+host, kind, the jobs it holds (their task run ids), jobs done. The suite reads them to notice a dead
+worker (`flows.team_dispatch`); `automl-eval team status` prints them. An idle worker has nothing to
+lose, so its beats are spaced out: fifty idle workers beating every 5 s were most of the Prefect
+server's work per job (docs/team.md, "Measured").
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ HEARTBEAT_ENV = "AUTOML_EVAL_HEARTBEAT_S"
 DEFAULT_HEARTBEAT_S = 5.0
 # A worker whose heartbeat is older than this many of its intervals is taken as gone, with its jobs.
 MISSED_BEATS = 6
+# An idle worker beats this many times as seldom (and is taken as gone as much later). Taking a job
+# beats at once, so a job is never held under the idle interval.
+IDLE_BEATS = 6
 BEAT_PREFIX = "automl-eval-worker--"
 WORKER_NAME_ENV = "AUTOML_EVAL_WORKER_NAME"
 
@@ -76,13 +81,19 @@ class Heartbeat:
     done: int = 0
     started_unix: float = 0.0
     beat_unix: float = 0.0
-    interval_s: float = DEFAULT_HEARTBEAT_S
+    interval_s: float = DEFAULT_HEARTBEAT_S  # while it holds a job
+    idle_interval_s: float = 0.0  # while it holds none (0: interval_s, as workers before it beat)
     code: str = ""  # tasks.code_version.code_fingerprint() of its checkout
     problem: str = ""  # why it refused to serve (it stopped at start); '' while it serves
 
     @property
+    def next_beat_in_s(self) -> float:
+        """When it beats next, by what it holds now."""
+        return self.interval_s if self.running or not self.idle_interval_s else self.idle_interval_s
+
+    @property
     def lost_after_s(self) -> float:
-        return MISSED_BEATS * self.interval_s
+        return MISSED_BEATS * self.next_beat_in_s
 
     def age_s(self, now: float | None = None) -> float:
         return (now or time.time()) - self.beat_unix
@@ -245,7 +256,7 @@ async def _beat(worker: Any, beat: Heartbeat) -> None:
         except Exception as exc:  # the server is busy or away: the next beat tries again
             logger.warning("heartbeat not sent: %s", exc)
         with contextlib.suppress(TimeoutError):  # the interval, or sooner when a job is taken
-            await asyncio.wait_for(worker.taken.wait(), timeout=beat.interval_s)
+            await asyncio.wait_for(worker.taken.wait(), timeout=beat.next_beat_in_s)
         worker.taken.clear()
 
 
@@ -305,7 +316,8 @@ async def refuse(beat: Heartbeat, problem: str) -> None:
 
 async def serve(name: str, kind: str, limit: int) -> int:
     beat = Heartbeat(name=name, host=platform.node(), kind=kind, pid=os.getpid(), limit=limit,
-                     started_unix=time.time(), interval_s=heartbeat_interval_s(), code=code_fingerprint())
+                     started_unix=time.time(), interval_s=heartbeat_interval_s(),
+                     idle_interval_s=IDLE_BEATS * heartbeat_interval_s(), code=code_fingerprint())
     problem = tracking_problem() or await storage_problem(name)
     if problem:
         await refuse(beat, problem)

@@ -13,7 +13,15 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flows.dispatch import JobContext
 from flows.team_dispatch import PROBLEM_SHOWN_S, _Submitted, worker_warnings
-from flows.team_worker import MISSED_BEATS, TASKS, Heartbeat, HoldingTaskWorker, code_refusal, variable_name
+from flows.team_worker import (
+    IDLE_BEATS,
+    MISSED_BEATS,
+    TASKS,
+    Heartbeat,
+    HoldingTaskWorker,
+    code_refusal,
+    variable_name,
+)
 from tasks.code_version import code_fingerprint
 from tasks.plan import Job
 from tasks.specs import Budget
@@ -71,11 +79,28 @@ def test_a_job_its_restarted_worker_no_longer_holds_is_lost_after_the_missed_bea
     now = time.time()
     assert submitted.lost_reason(held, {"w1": held}, now) == ""
     restarted = _beat("w1")  # same name, a fresh process: it does not hold the job
+    restarted.idle_interval_s = IDLE_BEATS * 5.0  # idle, it beats seldom; the grace is still the busy one
     assert submitted.lost_reason(None, {"w1": restarted}, now + 1) == ""  # a beat may lag
     later = now + 2 + MISSED_BEATS * 5.0
     restarted.beat_unix = later  # it keeps beating, without the job
     reason = submitted.lost_reason(None, {"w1": restarted}, later)
     assert "w1" in reason and "no longer holds" in reason
+
+
+def test_an_idle_worker_beats_seldom_and_a_busy_one_at_its_interval() -> None:
+    """Fifty idle workers beating every 5 s were most of the Prefect server's work per job; an idle
+    worker holds nothing to lose, so it beats IDLE_BEATS times as seldom and is lost as much later."""
+    idle = _beat("w1", age_s=MISSED_BEATS * 5.0 + 1)
+    idle.idle_interval_s = IDLE_BEATS * 5.0
+    assert idle.next_beat_in_s == IDLE_BEATS * 5.0 and idle.alive()
+    gone = _beat("w1", age_s=MISSED_BEATS * IDLE_BEATS * 5.0 + 1)
+    gone.idle_interval_s = IDLE_BEATS * 5.0
+    assert not gone.alive()
+    busy = _beat("w1", age_s=MISSED_BEATS * 5.0 + 1, holds="a-task-run")
+    busy.idle_interval_s = IDLE_BEATS * 5.0
+    assert busy.next_beat_in_s == 5.0 and not busy.alive()
+    older = _beat("w1", age_s=MISSED_BEATS * 5.0 + 1)  # a worker from before idle beats: one interval
+    assert older.next_beat_in_s == 5.0 and not older.alive()
 
 
 def test_heartbeat_variable_names_are_valid_prefect_variable_names() -> None:
