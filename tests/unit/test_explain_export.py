@@ -5,6 +5,7 @@ every framework is explained, exported, served and corrupted as its model says i
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -353,12 +354,12 @@ def test_every_framework_is_explained_exported_served_and_corrupted_as_its_model
     blocks = {
         "explain": {"enabled": True, "time_s": 120, "rows": 10, "repeats": 2},
         "export": {"enabled": True, "latency_calls": 5, "batch_rows": 200},
-        # One draw, two boundary rows, two steering rounds: every part runs, none at length, so the
+        # One draw, one boundary row, two rounds of each steering: every part runs, none at length, so the
         # work is bounded by these counts; time_s is only a ceiling a loaded machine never reaches
         # (at 60 s, H2O's REST calls under three test workers left the curves at 0% coverage).
         "robustness": {"enabled": True, "time_s": 600, "corruptions": ["missing_mcar", "gaussian_noise"],
-                       "severities": [0.5, 1.0], "coverage_min": 0.5, "draws": 1, "adversarial_rows": 2,
-                       "attack_iterations": 2, "anomaly_rounds": 2},
+                       "severities": [0.5, 1.0], "coverage_min": 0.5, "draws": 1, "adversarial_rows": 1,
+                       "attack_iterations": 2, "boundary_rounds": 2, "anomaly_rounds": 2},
         "serving": {"enabled": True, "startup_timeout_s": 90, "time_s": 200, "concurrency": [1],
                     "duration_s": 1.0, "max_requests": 20, "search_steps": 0},
     }
@@ -393,6 +394,8 @@ def test_every_framework_is_explained_exported_served_and_corrupted_as_its_model
     robustness = evaluated["robustness"]
     assert robustness["status"] == "ok", robustness["reason"]
     assert robustness["metrics"]["robust_cases"] > 0 and robustness["metrics"]["robust_failures"] == 0
+    info = json.loads((evaluation_folder(job_dir, "robustness") / "result.json").read_text())["info"]
+    assert info["boundary"]["steering"]["rounds"] <= 2  # the suite's boundary_rounds bounds the rounds
 
     serving = evaluated["serving"]
     assert serving["status"] == "ok", serving["reason"]

@@ -457,6 +457,7 @@ def test_found_cases_are_replayed_first_by_the_next_execution(project: dict[str,
 @pytest.mark.parametrize(("block", "message"), [
     ("{enabled: true, boundary_target: 1.5}", r"s\.yaml: field 'robustness\.boundary_target'"),
     ("{enabled: true, draws: 0}", r"s\.yaml: field 'robustness\.draws'"),
+    ("{enabled: true, boundary_rounds: -1}", r"s\.yaml: field 'robustness\.boundary_rounds'"),
 ])
 def test_bad_targets_are_one_sentence(project: dict[str, DatasetSpec], tmp_path: Path, block: str,
                                       message: str) -> None:

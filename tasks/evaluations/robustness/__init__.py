@@ -103,6 +103,10 @@ class RobustnessSettings(EvaluationSettings):
     # of generated rows with a top-two probability gap under boundary_delta) is under its target.
     boundary_delta: float = Field(default=0.1, gt=0, le=1)
     boundary_target: float = Field(default=0.3, ge=0, le=1)
+    # At most this many boundary rounds (a batch of pairs bisected onto the boundary, seven predict
+    # calls each; 0: no boundary steering): a model slow per call (H2O's REST client, about 0.4 s)
+    # otherwise spends the stage's boundary time on them.
+    boundary_rounds: int = Field(default=20, ge=0, le=1000)
     # Anomaly capture steers too: while its AUROC over the labelled generated cases is under
     # anomaly_target, new copies of the corruption cells where it is lowest are drawn (at most
     # anomaly_rounds rounds of two cells; 0: no anomaly steering). Their rows go to steered_cases.csv.
@@ -668,7 +672,7 @@ def _boundary(context: EvaluationContext, scorer: Scorer, settings: RobustnessSe
             out.stopped_by += "; " + _activation(context, scorer, settings, network, pixel, out)
         return out
     steer_settings = SteerSettings(delta=settings.boundary_delta, target=settings.boundary_target,
-                                   seed=settings.seed)
+                                   max_rounds=settings.boundary_rounds, seed=settings.seed)
     anomaly_cases: list[Case] = []
 
     def run_cell(source: tuple[str, str, float], draw: int) -> None:
