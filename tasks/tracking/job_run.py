@@ -114,7 +114,7 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
                          _job_tags(execution, job, result, problem_type, metric))
             data_input = dataset_input(job.dataset, job.data_version, job.fold)
             if data_input is not None:
-                client.log_inputs(run_id, datasets=[data_input])
+                _log_input(client, run_id, data_input)
             predictions = job_dir / PREDICTIONS_FILE
             if predictions.is_file():
                 client.log_artifact(run_id, str(predictions))
@@ -130,6 +130,19 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             client.delete_run(run.info.run_id)
         mark_logged(job_dir, run_id)
     return LoggedJob(run_id, time.perf_counter() - started)
+
+
+def _log_input(client: Any, run_id: str, data_input: Any) -> None:
+    """The job's dataset as the run's input. Two jobs of one dataset recorded at the same moment (two
+    team workers) race to create its dataset entity in MLflow's store: the loser's request fails (a
+    unique-key violation on PostgreSQL, 400 from the server) although the entity now exists, and it
+    cost its job the record. Asked once more, MLflow finds the entity and only links it."""
+    try:
+        client.log_inputs(run_id, datasets=[data_input])
+    except mlflow.exceptions.MlflowException as exc:
+        logger.info("dataset input of run %s asked again (%s)", run_id, str(exc).splitlines()[0][:200])
+        time.sleep(0.5)
+        client.log_inputs(run_id, datasets=[data_input])
 
 
 def log_job_dir(job_dir: Path) -> LoggedJob:

@@ -395,10 +395,15 @@ def test_a_worker_with_other_code_or_a_wrong_credential_is_refused_with_one_sent
 
 def test_the_control_plane_benchmark_runs_on_this_cluster(hosts: cluster.ClusterSettings) -> None:
     """bench.bench_cluster's smoke run (its SMOKE_ELSEWHERE): its measurement on this cluster, two
-    workers, two jobs. Figures are printed, never asserted; that each one is there is."""
+    workers, two jobs, then its report over job runs written into control's MLflow database and read
+    from client over HTTPS (1,000 runs here: the benchmark's shape at one seed). Figures are printed,
+    never asserted; that each one is there is, and that the report read every run."""
     figures = bench_cluster.measure(hosts, jobs_count=2, worker_counts=(2,), overhead_jobs=1)
+    figures.update(bench_cluster.report_over_http(hosts, 1000))
     for name in ("embedded_per_job_s", "across_hosts_per_job_s", "w2_jobs_per_min", "w2_dispatch_p50_s",
                  "w2_dispatch_p99_s", "w2_control_plane_cpu_s_per_job", "w2_prefect-server_cpu_s_per_job",
-                 "w2_mlflow-server_cpu_s_per_job", "w2_postgres_cpu_s_per_job", "w2_seaweedfs_cpu_s_per_job"):
+                 "w2_mlflow-server_cpu_s_per_job", "w2_postgres_cpu_s_per_job", "w2_seaweedfs_cpu_s_per_job",
+                 "report_read_runs_s", "report_build_report_s", "report_total_s"):
         assert name in figures, name
+    assert figures["report_runs"] == 1000
     print(figures)
