@@ -184,7 +184,8 @@ def report_over_http(settings: Any, runs: int) -> dict[str, float]:
           f"read {timed['read_runs_s']:.1f} s + build {timed['build_report_s']:.1f} s + log artifacts = "
           f"{timed['report_total_s']:.1f} s, {timed['report_cpu_s']:.1f} s CPU on client (goal <= 30 s); "
           f"runs written into PostgreSQL in {inserted['insert_s']:.0f} s", flush=True)
-    return {f"report_{key}": float(value) for key, value in timed.items()}
+    return {name if name.startswith("report_") else f"report_{name}": float(value)
+            for name, value in timed.items()}
 
 
 def main(jobs_count: int, worker_counts: tuple[int, ...], overhead_jobs: int,

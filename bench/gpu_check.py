@@ -321,7 +321,7 @@ def not_installed(framework: str) -> str | None:
 
 
 def extra_jobs(out: Path, gpu: bool, job_s: int, frameworks: tuple[str, ...] = EXTRA_JOBS,
-               batch_size: int | None = None) -> list[dict[str, Any]]:
+               batch_size: int | None = None, hf_epochs: int | None = None) -> list[dict[str, Any]]:
     """hf_finetune and xgboost, once each on the device (`gpus: 1` where a GPU is), through the real
     worker and watchdog; a framework not installed gets one line and a `not run` row."""
     home = scratch_project(out, ("digits", "digits_pixels"))
@@ -345,6 +345,8 @@ def extra_jobs(out: Path, gpu: bool, job_s: int, frameworks: tuple[str, ...] = E
         if framework == "hf_finetune":
             write_text_card(home)
             spec, params = load_dataset_spec(TEXT_CARD), dict(HF_PARAMS)
+            if hf_epochs:
+                params["epochs"] = hf_epochs
             if batch_size:
                 params["batch_size"] = batch_size
         else:
@@ -445,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: hf_finetune,xgboost; empty: none)")
     parser.add_argument("--extra-seconds", type=int, default=20,
                         help="time_s of each of the other frameworks' jobs")
+    parser.add_argument("--hf-epochs", type=int, default=HF_PARAMS["epochs"],
+                        help=f"hf_finetune's epochs (default {HF_PARAMS['epochs']}; its work, where the "
+                             "seconds are only a ceiling)")
     parser.add_argument("--dataset", default="digits",
                         help="the image card the jobs run on (digits: scikit-learn's, on any machine)")
     parser.add_argument("--no-probe", action="store_true",
@@ -480,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
         sweep = tuple(setting.strip() for setting in args.sweep.split(",") if setting.strip())
         report["image_jobs"] = image_jobs(args.out, inventory.available, args.sweep_seconds, args.job_seconds,
                                           sweep, args.dataset, args.batch_size)
-        report["image_jobs"] += extra_jobs(args.out, inventory.available, args.extra_seconds, extra)
+        report["image_jobs"] += extra_jobs(args.out, inventory.available, args.extra_seconds, extra,
+                                           hf_epochs=args.hf_epochs)
         print(jobs_table(report["image_jobs"]), flush=True)
     rates = {run["device"]: run.get("images_per_s") for run in report["runs"]}
     if rates.get("cuda") and rates.get("cpu"):
