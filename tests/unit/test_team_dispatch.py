@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import platform
 import subprocess
 import sys
@@ -146,7 +148,10 @@ def test_task_keys_do_not_depend_on_where_the_checkout_lies() -> None:
         return HoldingTaskWorker(*TASKS.values(), limit=1)
 
     # A server address that is never called: without one, Prefect's client would start a server.
-    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        made = asyncio.run(worker())
+    # In a thread of its own: an earlier test in the same process may have left an event loop
+    # running in this one (asyncio.run refuses then); the settings travel with the copied context.
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}), \
+            concurrent.futures.ThreadPoolExecutor(1) as pool:
+        made = pool.submit(contextvars.copy_context().run, asyncio.run, worker()).result(timeout=60)
     # The worker's registry (copies of the tasks) matches the runs by the same keys it subscribes to.
     assert {task.task_key for task in made.tasks} == made.task_keys == keys
