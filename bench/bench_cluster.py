@@ -48,7 +48,6 @@ from bench import bench_team  # noqa: E402
 # Its smoke run is in the cross-host test, on the cluster that test has already built (a second
 # cluster would cost CI another minute and a half): measure() with two workers and two jobs.
 SMOKE_ELSEWHERE = "tests/integration/test_cluster.py"
-CONTROL_PG = "postgresql://postgres@127.0.0.1:5432"  # control's own PostgreSQL, on its loopback
 WARM_WORKERS = 8  # workers beyond these start jobs cold (no fork server each: memory)
 PARTS = {"postgres": "PostgreSQL", "seaweedfs": "object store", "s3-gateway": "S3 gateway",
          "prefect-server": "Prefect server", "mlflow-server": "MLflow server"}
@@ -147,9 +146,9 @@ def report_start() -> None:
 def report_insert(experiment_id: str, execution_id: str, runs: int) -> None:
     """On control: the job runs, written into the MLflow server's database beside it."""
     from bench.synthetic_runs import insert_job_runs, synthetic_jobs
-    from ops import team_stack
+    from ops import cluster, team_stack
 
-    stack = team_stack.StackSettings(state_dir=Path("."), pg_url=CONTROL_PG)
+    stack = team_stack.StackSettings(state_dir=Path("."), pg_url=cluster.CONTROL_PG_URL)
     database = stack.database_url("mlflow", "psycopg2")
     started = time.perf_counter()
     insert_job_runs(database, experiment_id, execution_id, synthetic_jobs(report_suite(runs)))

@@ -227,9 +227,9 @@ def write_execution(
 ) -> str:
     """Write one suite execution (parent run + one child per job row); return its execution id.
 
-    bulk=True inserts the child rows with one SQL transaction (sqlite stores only; insert_job_runs
-    takes any store's database): the public client takes about 40 ms a run here, far too slow to
-    fill a 5,000-run benchmark store.
+    bulk=True inserts the child rows with one SQL transaction (insert_job_runs), so tracking_uri must
+    then be the store's database (sqlite:/// or postgresql://), not a server: the public client takes
+    about 40 ms a run here, far too slow to fill a 5,000-run benchmark store.
     """
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param

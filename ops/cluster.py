@@ -62,6 +62,8 @@ STATE_FILE = "cluster.json"
 CREDENTIALS_FILE = "credentials.env"
 TEAM_DIR = ".team"  # inside each host's checkout: its CA copy, client.env, logs, Prefect home
 POSTGRES_BIN = Path("/usr/lib/postgresql")
+# control's own PostgreSQL, on its loopback: only the servers beside it (and a benchmark run there) use it
+CONTROL_PG_URL = "postgresql://postgres@127.0.0.1:5432"
 STAGED_HOST = "/mnt/host"  # ops/host_shell.py: the host's own folder, as its processes see it
 
 
@@ -536,7 +538,7 @@ def start_servers(settings: ClusterSettings, creds: dict[str, str], pids: dict[s
 
     stack = team_stack.StackSettings(state_dir=settings.inside(TEAM_DIR), host=settings.control,
                                      prefect_port=settings.prefect_port, mlflow_port=settings.mlflow_port,
-                                     pg_url="postgresql://postgres@127.0.0.1:5432",
+                                     pg_url=CONTROL_PG_URL,
                                      ca_file=settings.inside(TEAM_DIR, "ca.pem"))
     tls = settings.inside(TEAM_DIR, "control.pem"), settings.inside(TEAM_DIR, "control.key")
     env = base_env()
