@@ -536,10 +536,7 @@ def start_servers(settings: ClusterSettings, creds: dict[str, str], pids: dict[s
     server (basic auth, artifacts proxied to the store) on the control address."""
     import prefect  # here: its install folder only, for uvicorn's --app-dir
 
-    stack = team_stack.StackSettings(state_dir=settings.inside(TEAM_DIR), host=settings.control,
-                                     prefect_port=settings.prefect_port, mlflow_port=settings.mlflow_port,
-                                     pg_url=CONTROL_PG_URL,
-                                     ca_file=settings.inside(TEAM_DIR, "ca.pem"))
+    stack = _control_stack(settings)
     tls = settings.inside(TEAM_DIR, "control.pem"), settings.inside(TEAM_DIR, "control.key")
     env = base_env()
     env.update({
@@ -556,6 +553,27 @@ def start_servers(settings: ClusterSettings, creds: dict[str, str], pids: dict[s
         "--host", settings.control, "--port", str(settings.prefect_port),
         "--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1]), "--timeout-keep-alive", "5"], env)
 
+    pids["control/mlflow-server"] = start_mlflow_server(settings, creds)
+    outside = settings.stack()
+    _wait_for(settings, "prefect-server", f"{outside.prefect_api_url}/health", pids["control/prefect-server"])
+    _wait_for(settings, "mlflow-server", f"{outside.mlflow_url}/health", pids["control/mlflow-server"])
+    team_stack.ensure_pools_and_limits(outside.prefect_api_url, 0, creds[team_stack.PREFECT_AUTH_ENV],
+                                       settings.ca_file)
+    team_stack.ensure_workers_user(outside, creds)
+    save_result_block(settings, creds)
+
+
+def _control_stack(settings: ClusterSettings) -> team_stack.StackSettings:
+    """The team stack's settings as control's own processes see them (paths inside the host)."""
+    return team_stack.StackSettings(state_dir=settings.inside(TEAM_DIR), host=settings.control,
+                                    prefect_port=settings.prefect_port, mlflow_port=settings.mlflow_port,
+                                    pg_url=CONTROL_PG_URL, ca_file=settings.inside(TEAM_DIR, "ca.pem"))
+
+
+def start_mlflow_server(settings: ClusterSettings, creds: dict[str, str]) -> int:
+    """The MLflow server on control (basic auth, artifacts proxied to the store); its pid, not waited on."""
+    stack = _control_stack(settings)
+    tls = settings.inside(TEAM_DIR, "control.pem"), settings.inside(TEAM_DIR, "control.key")
     # basic_auth.ini names the auth database: written where control's processes read it.
     outside_stack = team_stack.StackSettings(state_dir=settings.outside("control", TEAM_DIR),
                                              pg_url=stack.pg_url)
@@ -573,24 +591,56 @@ def start_servers(settings: ClusterSettings, creds: dict[str, str], pids: dict[s
         "AWS_DEFAULT_REGION": S3_REGION,
         "AWS_CA_BUNDLE": str(stack.ca_file),
     })
-    pids["control/mlflow-server"] = spawn_on(settings, "control", "mlflow-server", [
+    return spawn_on(settings, "control", "mlflow-server", [
         str(Path(sys.executable).parent / "mlflow"), "server", "--app-name", "basic-auth",
         "--host", settings.control, "--port", str(settings.mlflow_port), "--workers", "2",
         "--backend-store-uri", stack.database_url("mlflow", "psycopg2"),
         "--artifacts-destination", f"s3://{ARTIFACTS_BUCKET}/mlflow",
         "--uvicorn-opts", f"--ssl-certfile {tls[0]} --ssl-keyfile {tls[1]}"], env)
 
-    outside = settings.stack()
-    logs = settings.outside("control", TEAM_DIR, "logs")
-    for name, url in (("prefect-server", f"{outside.prefect_api_url}/health"),
-                      ("mlflow-server", f"{outside.mlflow_url}/health")):
-        pid = pids[f"control/{name}"]
-        team_stack.wait_http(url, lambda pid=pid: team_stack.is_alive(pid), name, logs / f"{name}.log",
-                             timeout_s=240, ca_file=settings.ca_file)
-    team_stack.ensure_pools_and_limits(outside.prefect_api_url, 0, creds[team_stack.PREFECT_AUTH_ENV],
-                                       settings.ca_file)
-    team_stack.ensure_workers_user(outside, creds)
-    save_result_block(settings, creds)
+
+def _wait_for(settings: ClusterSettings, name: str, url: str, pid: int) -> None:
+    """Until a server of control answers over TLS; its log named if it dies first."""
+    team_stack.wait_http(url, lambda: team_stack.is_alive(pid), name,
+                         settings.outside("control", TEAM_DIR, "logs", f"{name}.log"),
+                         timeout_s=240, ca_file=settings.ca_file)
+
+
+def stop_part(settings: ClusterSettings, part: str) -> int:
+    """Stop one part of the cluster (SIGTERM to its whole tree, as a restart does; SIGKILL after 10 s),
+    e.g. `control/mlflow-server`. Returns how many processes."""
+    state = read_state(settings.root)
+    if state is None:
+        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    if part not in state.pids:
+        raise UserError(f"no part {part!r} in this cluster; its parts: {', '.join(sorted(state.pids))}.")
+    try:
+        root = psutil.Process(state.pids[part])
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    for process in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=10)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    return len(tree)
+
+
+def restart_mlflow_server(settings: ClusterSettings) -> int:
+    """Start control's MLflow server again (after `stop_part`) and wait until it answers; recorded in
+    the cluster's state. Its pid."""
+    state = read_state(settings.root)
+    if state is None:
+        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    pids = dict(state.pids)
+    pid = start_mlflow_server(settings, cluster_credentials(settings))
+    _wait_for(settings, "mlflow-server", f"{settings.stack().mlflow_url}/health", pid)
+    pids["control/mlflow-server"] = pid
+    _save(settings, pids, state.timings_s)
+    return pid
 
 
 def save_result_block(settings: ClusterSettings, creds: dict[str, str]) -> None:

@@ -80,6 +80,10 @@ def main(argv: list[str]) -> None:
     enter(args.host, args.root, args.hide, args.project, args.keep)
     os.chdir(args.cwd or args.project)
     os.environ["HOME"] = str(HOME)
+    # The host's code first, whatever checkout the virtual environment's editable install names
+    # (a venv shared by several checkouts would otherwise have every host run another's code).
+    inherited = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(args.project), inherited]))
     os.execvp(command[0], command)
 
 

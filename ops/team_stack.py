@@ -326,8 +326,10 @@ def write_auth_config(settings: StackSettings) -> Path:
         f"admin_username = {ADMIN_USER}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
         # Without it every request re-checks the password hash (about 0.2 s of server CPU): a job's
-        # record, some 20 requests, took 9 s. A changed password is then honoured within a minute.
-        "auth_cache_ttl_seconds = 60\n"
+        # record, some 20 requests, took 9 s. At 60 s, each expiry made every waiting request re-hash
+        # at once: a fifth of the server's CPU under py-spy with 8 workers. A changed password is
+        # honoured at once by the server process that took it, by the others within ten minutes.
+        "auth_cache_ttl_seconds = 600\n"
     )
     return path
 

@@ -39,6 +39,7 @@ SUITE = "cluster_test"
 # The flaky test adapter holds a job in its fit while the hold file exists on the job's own host.
 FLAKY = "tests/run_support/flaky_adapter.py"
 HOLD = "hold"
+MLFLOW_PART = "control/mlflow-server"
 SUITE_YAML = """\
 description: the cross-host test suite (two tiny frameworks, then the held one)
 datasets: [penguins]
@@ -266,23 +267,34 @@ def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
     assert {j["status"] for j in after["jobs"]} == {"ok"}
 
 
-def test_the_store_hanging_for_30_s_mid_suite_loses_no_record(hosts: cluster.ClusterSettings) -> None:
-    """The object store (its node and S3 gateway) frozen while both jobs finish: their results (Prefect's
-    result storage) and records (MLflow's artifact proxy) wait or retry, and every job ends recorded
-    once, `ok`, readable from client."""
+def test_the_store_hanging_and_mlflow_restarting_mid_suite_lose_no_record(
+        hosts: cluster.ClusterSettings) -> None:
+    """The object store (its node and S3 gateway) frozen for 30 s, and the MLflow server stopped and
+    started again within them, while both jobs finish: their results (Prefect's result storage) and
+    records (MLflow, its artifacts through the server's proxy) wait or retry, each worker's breaker
+    brings its records in once the server answers, and every job ends recorded once, `ok`, readable
+    from client."""
     for host in cluster.WORKER_HOSTS:
         hosts.outside(host, HOLD).touch()
     suite = _suite(hosts, "--new", "--frameworks", "flaky", "--folds", "2")
     frozen_at = 0.0
+    mlflow_stopped = False
     try:
         _holder(hosts, suite)
         assert cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=True) >= 2
         frozen_at = time.monotonic()
-        for host in cluster.WORKER_HOSTS:  # both jobs end now, with the store away
+        assert cluster.stop_part(hosts, MLFLOW_PART) >= 1
+        mlflow_stopped = True
+        for host in cluster.WORKER_HOSTS:  # both jobs end now, with the store and MLflow away
             hosts.outside(host, HOLD).unlink()
+        time.sleep(max(0.0, 10 - (time.monotonic() - frozen_at)))
+        cluster.restart_mlflow_server(hosts)
+        mlflow_stopped = False
         time.sleep(max(0.0, 30 - (time.monotonic() - frozen_at)))
     finally:
         cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=False)
+        if mlflow_stopped:  # the test failed between the two: the later tests need the server
+            cluster.restart_mlflow_server(hosts)
         for host in cluster.WORKER_HOSTS:
             hosts.outside(host, HOLD).unlink(missing_ok=True)
     output, _ = suite.communicate(timeout=400)
@@ -295,11 +307,14 @@ def test_the_store_hanging_for_30_s_mid_suite_loses_no_record(hosts: cluster.Clu
         if len(jobs) == 2 and {j["status"] for j in jobs} == {"ok"} or time.monotonic() > deadline:
             break
         time.sleep(3)
-    waited = [line for host in cluster.WORKER_HOSTS
-              for line in hosts.outside(host, ".team", "logs", "team-worker.log").read_text().splitlines()
-              if "wait" in line.lower() and "store" in line.lower()]
-    print(f"store frozen 30 s; the suite ended {ended_s:.0f} s after the freeze began; jobs: "
-          f"{[(j['host'], j['status'], j['files']) for j in jobs]}; worker lines on waiting: {waited[-4:]}")
+    lines = [line for host in cluster.WORKER_HOSTS
+             for line in hosts.outside(host, ".team", "logs", "team-worker.log").read_text().splitlines()]
+    waited = [line for line in lines if "wait" in line.lower() and "store" in line.lower()]
+    print(f"store frozen 30 s, MLflow restarted within them; the suite ended {ended_s:.0f} s after the "
+          f"freeze began; jobs: {[(j['host'], j['status'], j['files']) for j in jobs]}; worker lines on "
+          f"waiting: {waited[-4:]}")
+    # The restart was felt: a record found the server away and waited for the breaker's probe.
+    assert any("unreachable" in line and "wait on disk" in line for line in lines), lines[-20:]
     assert len(jobs) == len({j["key"] for j in jobs}) == 2, jobs
     assert {j["status"] for j in jobs} == {"ok"}, jobs
     assert all("predictions.csv" in j["files"] for j in jobs), jobs  # the artifacts made it to the store
