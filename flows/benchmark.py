@@ -28,6 +28,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.align import align_dataset as align
+from tasks.data.folds import fold_settings
 from tasks.data.validate import validate_dataset as gate
 from tasks.data.versions import data_version as dvc_version
 from tasks.errors import UserError
@@ -51,6 +52,7 @@ from tasks.report.leaderboard import leaderboard
 from tasks.report.publish import after_execution
 from tasks.results import JobResult
 from tasks.specs import (
+    AdaptiveSettings,
     Budget,
     DatasetSpec,
     FrameworkRef,
@@ -98,6 +100,17 @@ class Plan:
     # Framework id -> why it cannot run here, for frameworks the suite marks `where_available`:
     # their jobs are recorded as skipped with that sentence, the rest of the suite runs.
     unavailable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def adaptive(self) -> AdaptiveSettings | None:
+        """The suite's `adaptive:` block with its rounds within this run's folds; None with one
+        framework (nothing to compare: the grid runs whole) or without the block."""
+        settings = self.suite.adaptive
+        if settings is None or len(self.frameworks) < 2:
+            return None
+        max_folds = min(settings.max_folds or self.folds, self.folds)
+        return settings.model_copy(update={"max_folds": max_folds,
+                                           "min_folds": min(settings.min_folds, max_folds)})
 
     def selection(self) -> dict[str, Any]:
         """What an execution records so that a resume or retry re-plans the same jobs."""
@@ -197,12 +210,26 @@ def resolve_plan(
     unavailable: dict[str, str] = {}
     adapters = _check_frameworks(refs, unavailable)
     specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]
+    _check_adaptive_folds(loaded, specs)
     check_suite_metrics(loaded.name, specs, adapters)
     if frameworks and not isinstance(frameworks[0], dict):
         _check_frameworks_take_datasets(refs, specs)
     if folds is not None and folds < 1:
         raise UserError(f"--folds must be at least 1, not {folds}.")
     return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget), unavailable)
+
+
+def _check_adaptive_folds(suite: Suite, specs: list[DatasetSpec]) -> None:
+    """`adaptive.min_folds` within every dataset's saved folds (its card's `folds: k` or params.yaml's)."""
+    if suite.adaptive is None:
+        return
+    for spec in specs:
+        if spec.folds_spec.user_given:
+            continue  # the user's own folds: their count is known once read; the run narrows to them
+        saved = fold_settings(spec).k
+        if suite.adaptive.min_folds > saved:
+            raise UserError(f"suite {suite.name}: field 'adaptive.min_folds': {suite.adaptive.min_folds} is "
+                            f"above the {saved} folds of dataset {spec.name}; lower min_folds.")
 
 
 def plan_jobs(plan: Plan, versions: dict[str, str]) -> list[Job]:
