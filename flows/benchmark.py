@@ -25,6 +25,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.adaptive_run import run_in_rounds
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.align import align_dataset as align
@@ -233,7 +234,8 @@ def _check_adaptive_folds(suite: Suite, specs: list[DatasetSpec]) -> None:
 
 
 def plan_jobs(plan: Plan, versions: dict[str, str]) -> list[Job]:
-    jobs = make_jobs(plan.suite.name, versions, plan.frameworks, plan.folds, plan.suite.seeds, plan.budget)
+    folds = plan.adaptive.max_folds or plan.folds if plan.adaptive else plan.folds  # rounds stop there
+    jobs = make_jobs(plan.suite.name, versions, plan.frameworks, folds, plan.suite.seeds, plan.budget)
     if plan.suite.scaling is None:
         return jobs
     return expand_scaling(jobs, plan_scaling_steps(plan.suite.name, plan.suite.scaling, plan.budget))
@@ -498,9 +500,17 @@ def benchmark(
             runner.skip(job, contexts[job.key], not_taken[job.key])
     print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
           f"execution {chosen.execution_id}")
+    if plan.suite.adaptive is not None and plan.adaptive is None:
+        print(f"{plan.suite.name}: adaptive has nothing to compare with one framework; "
+              "running the full grid.")
+    ran = len(runnable)
     try:
         with system_metrics(chosen):
-            runner.run(runnable, contexts)
+            if plan.adaptive is not None and not retry_failed:  # a retry re-runs exactly the failures
+                ran = run_in_rounds(runner, jobs, runnable, contexts, plan.adaptive,
+                                    lambda: results_of(chosen, jobs)[0]).ran
+            else:
+                runner.run(runnable, contexts)
     except BaseException:
         if not breaker.is_open(chosen.execution_id):
             mark_unfinished(chosen)
@@ -508,24 +518,8 @@ def benchmark(
 
     # The store had its chance during the run; what still waits is kept on disk, with why.
     waiting = breaker.settle(chosen.execution_id)
-    store_away = breaker.is_open(chosen.execution_id)
-    # The record is the truth (job folders may be on other machines); a job not logged yet is read
-    # from its folder here, so the leaderboard still shows it.
-    recorded: dict[str, JobResult] = {}
-    if not store_away:
-        try:
-            recorded = recorded_results(chosen.execution_id)
-        except Exception as exc:  # it went away just now (or, in team mode, while workers recorded)
-            if not breaker.is_unreachable(exc):
-                raise
-            store_away = True
-    records = []
-    for job in jobs:
-        job_dir = job_dir_for(job)
-        if job.key in recorded:
-            records.append(Record(job, recorded[job.key], contexts[job.key].metric))
-        elif (job_dir / "result.json").is_file():
-            records.append(Record(job, JobResult.load(job_dir), contexts[job.key].metric))
+    found, store_away = results_of(chosen, jobs)
+    records = [Record(job, found[job.key], contexts[job.key].metric) for job in jobs if job.key in found]
     rows = leaderboard_rows(records)
     counts: dict[str, int] = {}
     for record in records:
@@ -561,7 +555,7 @@ def benchmark(
         "suite": plan.suite.name,
         "execution_id": chosen.execution_id,
         "planned": len(jobs),
-        "ran": len(runnable),
+        "ran": ran,
         "counts": counts,
         "gate_failures": gate_failures,
         "leaderboard": rows,
@@ -570,6 +564,28 @@ def benchmark(
         "waiting": {"count": waiting.count, "reason": waiting.reason},
         "execution_url": execution_url(chosen),
     }
+
+
+def results_of(chosen: Execution, jobs: list[Job]) -> tuple[dict[str, JobResult], bool]:
+    """job_key -> its result, and whether the store is away. The record is the truth (job folders may
+    be on other machines); a job not logged yet is read from its folder, so it still counts."""
+    store_away = breaker.is_open(chosen.execution_id)
+    recorded: dict[str, JobResult] = {}
+    if not store_away:
+        try:
+            recorded = recorded_results(chosen.execution_id)
+        except Exception as exc:  # it went away just now (or, in team mode, while workers recorded)
+            if not breaker.is_unreachable(exc):
+                raise
+            store_away = True
+    found: dict[str, JobResult] = {}
+    for job in jobs:
+        job_dir = job_dir_for(job)
+        if job.key in recorded:
+            found[job.key] = recorded[job.key]
+        elif (job_dir / "result.json").is_file():
+            found[job.key] = JobResult.load(job_dir)
+    return found, store_away
 
 
 def _mlflow_links(execution: Execution, jobs: list[Job]) -> tuple[str, list[tuple[str, str, str]]]:

@@ -202,3 +202,63 @@ def needs_more_folds(scores: Mapping[str, Mapping[str, FoldScores]], confidence:
             if not outcome.settled:
                 wanted |= {(outcome.dataset, name) for name in outcome.remaining}
     return wanted
+
+
+# ---------------------------------------------------------------- rounds (a run does these; a replay too)
+
+Grid = Mapping[str, Mapping[str, FoldScores]]  # dataset -> framework -> fold -> result
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """What the rounds gave each cell, and the decisions at the end.
+
+    `folds[(dataset, framework)]` is how many folds the cell got; `settled_at[...]` the round (1 is
+    the first, `min_folds` folds) after which no open decision needed it, None if it ran to the last.
+    """
+
+    folds: dict[tuple[str, str], int]
+    settled_at: dict[tuple[str, str], int | None]
+    pairs: list[PairOutcome]
+    races: list[RaceOutcome]
+    best: BestAcross
+    rounds: int
+
+    @property
+    def jobs(self) -> int:
+        return sum(self.folds.values())
+
+
+def visible(grid: Grid, folds: Mapping[tuple[str, str], int]) -> dict[str, dict[str, dict[int, float]]]:
+    """The grid as the rounds have seen it: each cell's results on its first `folds` folds."""
+    return {dataset: {name: {fold: score for fold, score in by_fold.items()
+                             if fold < folds.get((dataset, name), 0)}
+                      for name, by_fold in by_framework.items()}
+            for dataset, by_framework in grid.items()}
+
+
+def play_rounds(grid: Grid, *, confidence: float, min_folds: int, max_folds: int,
+                decide: Sequence[str], rope: float = 0.0) -> Rounds:
+    """Replay the rounds a run makes on a grid already run: every cell gets `min_folds` folds, then
+    one more fold per round while an open decision needs it, up to `max_folds`."""
+    cells = [(dataset, name) for dataset, by_framework in grid.items() for name in by_framework]
+    folds = dict.fromkeys(cells, min_folds)
+    settled_at: dict[tuple[str, str], int | None] = dict.fromkeys(cells)
+    round_number = 1
+    while True:
+        wanted = needs_more_folds(visible(grid, folds), confidence, decide, rope)
+        for cell in cells:
+            if cell in wanted:
+                settled_at[cell] = None  # (re)opened: a later round settles it, or none does
+            elif settled_at[cell] is None:
+                settled_at[cell] = round_number
+        if not wanted or min_folds + round_number - 1 >= max_folds:
+            break
+        round_number += 1
+        for cell in wanted:
+            folds[cell] = min_folds + round_number - 1
+    seen = visible(grid, folds)
+    pairs = [pair for dataset, by_framework in seen.items()
+             for pair in pairwise(dataset, by_framework, confidence, rope)]
+    races = [race(dataset, by_framework, confidence, rope) for dataset, by_framework in seen.items()]
+    return Rounds(folds, settled_at, pairs, races, best_across(races), round_number)
