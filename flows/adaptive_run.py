@@ -55,7 +55,7 @@ def run_in_rounds(runner: Dispatcher, jobs: list[Job], runnable: list[Job],
         runner.run(this_round, contexts)
         ran += len(this_round)
         wanted = needs_more_folds(grid_of(jobs, results_now()), settings.confidence, settings.decide,
-                                  settings.rope)
+                                  settings.rope, max_folds if settings.futility else None)
         if not wanted:
             break
     return RoundsRun(ran, round_number, len(wanted))

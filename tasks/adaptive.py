@@ -44,6 +44,9 @@ from typing import Literal
 # spreads), so a wide prior: g = 10 lets a clear pair settle after 3 folds at 95% (n g large enough).
 PRIOR_EFFECT_VARIANCE = 10.0
 
+# Futility (opt-in): an open pair stops when even a mean difference this many times the one seen so far,
+# with the same spread, would not settle it by the last round (bench/bench_adaptive.py chose 1.5).
+FUTILITY_SLACK = 1.5
 Verdict = Literal["better", "worse", "equivalent", "open"]
 # What a suite may ask to settle (its `adaptive.decide` list).
 DECISIONS = ("pairwise", "best")
@@ -59,6 +62,7 @@ class Interval:
     mean: float
     low: float
     high: float
+    std: float  # of the per-fold differences (nan under 2 folds)
 
 
 @dataclass(frozen=True)
@@ -70,10 +74,22 @@ class PairOutcome:
     second: str
     verdict: Verdict
     interval: Interval
+    alpha: float
 
     @property
     def settled(self) -> bool:
         return self.verdict != "open"
+
+    def could_settle_by(self, max_folds: int | None, rope: float = 0.0) -> bool:
+        """Whether more folds, up to `max_folds`, could settle this open pair if the differences went
+        on as they have (the same spread, a mean up to FUTILITY_SLACK times larger). A pair that could
+        not stops as open (futility): that saves folds and claims nothing, so the error rate holds;
+        the price is a pair the full grid would have settled after all (see the replay)."""
+        bounds = self.interval
+        if max_folds is None or not 1 < bounds.folds < max_folds:
+            return max_folds is None or bounds.folds < max_folds
+        half = critical_t(max_folds, self.alpha) * bounds.std / math.sqrt(max_folds)
+        return FUTILITY_SLACK * abs(bounds.mean) > half or abs(bounds.mean) + half / FUTILITY_SLACK <= rope
 
 
 @dataclass(frozen=True)
@@ -115,11 +131,12 @@ def interval(differences: Sequence[float], alpha: float,
     count = len(differences)
     mean = math.fsum(differences) / count if count else 0.0
     t_bound = critical_t(count, alpha, prior_variance)
+    squares = math.fsum((d - mean) ** 2 for d in differences)
+    spread = math.sqrt(squares / (count - 1)) if count > 1 else math.nan
     if math.isinf(t_bound):
-        return Interval(count, mean, -math.inf, math.inf)
-    spread = math.sqrt(math.fsum((d - mean) ** 2 for d in differences) / (count - 1))
+        return Interval(count, mean, -math.inf, math.inf, spread)
     half = t_bound * spread / math.sqrt(count)
-    return Interval(count, mean, mean - half, mean + half)
+    return Interval(count, mean, mean - half, mean + half, spread)
 
 
 def verdict_of(bounds: Interval, rope: float) -> Verdict:
@@ -141,7 +158,7 @@ def paired_differences(first: FoldScores, second: FoldScores) -> list[float]:
 def compare(dataset: str, first: str, second: str, scores: Mapping[str, FoldScores], alpha: float,
             rope: float = 0.0) -> PairOutcome:
     bounds = interval(paired_differences(scores[first], scores[second]), alpha)
-    return PairOutcome(dataset, first, second, verdict_of(bounds, rope), bounds)
+    return PairOutcome(dataset, first, second, verdict_of(bounds, rope), bounds, alpha)
 
 
 def pairwise(dataset: str, scores: Mapping[str, FoldScores], confidence: float,
@@ -187,20 +204,24 @@ def best_across(races: Sequence[RaceOutcome]) -> BestAcross:
 
 
 def needs_more_folds(scores: Mapping[str, Mapping[str, FoldScores]], confidence: float,
-                     decide: Sequence[str], rope: float = 0.0) -> set[tuple[str, str]]:
-    """The (dataset, framework) cells that an open decision still needs: a framework of an open pair
-    (pairwise), or one still in an open race while the best across datasets is open (best)."""
+                     decide: Sequence[str], rope: float = 0.0,
+                     max_folds: int | None = None) -> set[tuple[str, str]]:
+    """The (dataset, framework) cells that an open decision still needs: both frameworks of an open
+    pair (pairwise), or of an open pair within an open race while the best across datasets is open
+    (best); with `max_folds`, only pairs that folds up to it could still settle."""
     wanted: set[tuple[str, str]] = set()
     races = [race(dataset, by_framework, confidence, rope) for dataset, by_framework in scores.items()]
     if "pairwise" in decide:
         for dataset, by_framework in scores.items():
             for pair in pairwise(dataset, by_framework, confidence, rope):
-                if not pair.settled:
+                if not pair.settled and pair.could_settle_by(max_folds, rope):
                     wanted |= {(dataset, pair.first), (dataset, pair.second)}
     if "best" in decide and not best_across(races).settled:
         for outcome in races:
-            if not outcome.settled:
-                wanted |= {(outcome.dataset, name) for name in outcome.remaining}
+            for pair in outcome.pairs:
+                if ({pair.first, pair.second} <= set(outcome.remaining) and not pair.settled
+                        and pair.could_settle_by(max_folds, rope)):
+                    wanted |= {(outcome.dataset, pair.first), (outcome.dataset, pair.second)}
     return wanted
 
 
@@ -238,15 +259,17 @@ def visible(grid: Grid, folds: Mapping[tuple[str, str], int]) -> dict[str, dict[
 
 
 def play_rounds(grid: Grid, *, confidence: float, min_folds: int, max_folds: int,
-                decide: Sequence[str], rope: float = 0.0) -> Rounds:
+                decide: Sequence[str], rope: float = 0.0, futility: bool = False) -> Rounds:
     """Replay the rounds a run makes on a grid already run: every cell gets `min_folds` folds, then
-    one more fold per round while an open decision needs it, up to `max_folds`."""
+    one more fold per round while an open decision needs it (and, with `futility`, could still be
+    settled by `max_folds`), up to `max_folds`."""
     cells = [(dataset, name) for dataset, by_framework in grid.items() for name in by_framework]
     folds = dict.fromkeys(cells, min_folds)
     settled_at: dict[tuple[str, str], int | None] = dict.fromkeys(cells)
     round_number = 1
     while True:
-        wanted = needs_more_folds(visible(grid, folds), confidence, decide, rope)
+        wanted = needs_more_folds(visible(grid, folds), confidence, decide, rope,
+                                  max_folds if futility else None)
         for cell in cells:
             if cell in wanted:
                 settled_at[cell] = None  # (re)opened: a later round settles it, or none does

@@ -315,6 +315,7 @@ class AdaptiveSettings(_Strict):
     min_folds: int = Field(default=2, ge=2)  # the first round: every cell runs these folds
     max_folds: int | None = Field(default=None, ge=2)  # the last round; None: the suite's `folds`
     rope: float = Field(default=0.0, ge=0)  # differences of `result` within +-rope count as equal
+    futility: bool = False  # also stop pairs that max_folds could not settle (they end open)
     decide: list[Literal["pairwise", "best"]] = Field(default_factory=lambda: ["pairwise", "best"],
                                                        min_length=1)
 

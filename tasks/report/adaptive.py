@@ -31,7 +31,8 @@ def grid_of(jobs: pd.DataFrame) -> Grid:
 def replay(jobs: pd.DataFrame, settings: AdaptiveSettings) -> Rounds:
     max_folds = settings.max_folds or int(jobs["fold"].max()) + 1
     return play_rounds(grid_of(jobs), confidence=settings.confidence, min_folds=settings.min_folds,
-                       max_folds=max_folds, decide=settings.decide, rope=settings.rope)
+                       max_folds=max_folds, decide=settings.decide, rope=settings.rope,
+                       futility=settings.futility)
 
 
 def tables(jobs: pd.DataFrame, settings: AdaptiveSettings,

@@ -79,3 +79,14 @@ def test_race_and_best_across_datasets():
     assert wanted == {("close", "strong"), ("close", "weak")}
     assert needs_more_folds({"clear": clear, "close": close}, CONFIDENCE, ["best"]) == wanted
     assert needs_more_folds({"a": clear, "b": clear, "close": close}, CONFIDENCE, ["best"]) == set()
+
+
+def test_futility_stops_a_pair_the_last_round_could_not_settle():
+    rng = np.random.default_rng(5)
+    close = {"close": {"a": {f: 0.8 + rng.normal(0, 0.05) for f in range(3)},
+                       "b": {f: 0.8 + rng.normal(0, 0.05) for f in range(3)}}}
+    assert needs_more_folds(close, CONFIDENCE, ["pairwise"]) == {("close", "a"), ("close", "b")}
+    assert needs_more_folds(close, CONFIDENCE, ["pairwise"], max_folds=4) == set()
+    # a pair still on its way (clear mean, a little noise) goes on under futility
+    on_its_way = {"d": {"a": {0: 0.9, 1: 0.7, 2: 0.95}, "b": dict.fromkeys(range(3), 0.5)}}
+    assert needs_more_folds(on_its_way, CONFIDENCE, ["pairwise"], max_folds=10) == {("d", "a"), ("d", "b")}
