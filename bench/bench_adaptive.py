@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,13 +65,16 @@ def _leader(rounds: Rounds) -> str:
 
 
 def agreement(name: str, grid: Grid, *, confidence: float, min_folds: int, rope: float,
-              decide: list[str], futility: bool) -> Agreement:
+              decide: Sequence[str], futility: bool) -> Agreement:
     max_folds = max(fold for by_framework in grid.values() for by_fold in by_framework.values()
                     for fold in by_fold) + 1
     full = play_rounds(grid, confidence=confidence, min_folds=max_folds, max_folds=max_folds, decide=decide,
                        rope=rope)
     rounds = play_rounds(grid, confidence=confidence, min_folds=min_folds, max_folds=max_folds, decide=decide,
                          rope=rope, futility=futility)
+    truth: dict[object, object]
+    seen: dict[object, object]
+    unsettled: object
     if "pairwise" in decide:
         truth = {(p.dataset, p.first, p.second): p.verdict for p in full.pairs}
         seen = {(p.dataset, p.first, p.second): p.verdict for p in rounds.pairs}

@@ -49,7 +49,8 @@ PRIOR_EFFECT_VARIANCE = 10.0
 FUTILITY_SLACK = 1.5
 Verdict = Literal["better", "worse", "equivalent", "open"]
 # What a suite may ask to settle (its `adaptive.decide` list).
-DECISIONS = ("pairwise", "best")
+Decision = Literal["pairwise", "best"]
+DECISIONS: tuple[Decision, ...] = ("pairwise", "best")
 
 FoldScores = Mapping[int, float]  # fold -> result (higher is better)
 

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks import paths
+from tasks.adaptive import DECISIONS, Decision
 from tasks.errors import UserError
 from tasks.metric_registry import PROBLEM_TYPES, check_metric, default_metric
 from tasks.multimodal.combinations import combination_spec, expand_datasets
@@ -316,8 +317,7 @@ class AdaptiveSettings(_Strict):
     max_folds: int | None = Field(default=None, ge=2)  # the last round; None: the suite's `folds`
     rope: float = Field(default=0.0, ge=0)  # differences of `result` within +-rope count as equal
     futility: bool = False  # also stop pairs that max_folds could not settle (they end open)
-    decide: list[Literal["pairwise", "best"]] = Field(default_factory=lambda: ["pairwise", "best"],
-                                                       min_length=1)
+    decide: list[Decision] = Field(default_factory=lambda: list(DECISIONS), min_length=1)
 
     @field_validator("confidence")
     @classmethod

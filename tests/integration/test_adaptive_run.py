@@ -28,3 +28,7 @@ def test_adaptive_suite_stops_early_on_a_clear_pair_and_continues_on_a_close_one
     assert all(run.data.tags["status"] == "ok" for run in runs)  # every job that ran is recorded
     folds_run = Counter(run.data.tags["framework"] for run in runs)
     assert folds_run == {"constant": 3, "hgb": 4, "rf": 4}
+    [report] = (home / "reports").glob("adaptive_mini-*/report.md")
+    section = report.read_text().split("## Adaptive", 1)[1]
+    assert "11 jobs of the full grid's 12" in section
+    assert "Still open at the last round: breast_cancer: hgb vs rf." in section
