@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.adaptive import DECISIONS, Grid, Rounds, play_rounds
+from tasks.report.adaptive import grid_of
 
 AMLB_PER_FOLD = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "amlb_per_fold_8c4h.csv"
 SMOKE_ARGS: tuple[str, ...] = ()  # the whole replay takes seconds
@@ -46,18 +47,12 @@ class Agreement:
 
 
 def grids_of(results: pd.DataFrame) -> dict[str, Grid]:
-    """constraint -> dataset -> framework -> fold -> result (failed folds, without a result, left out)."""
-    results = results.dropna(subset=["result"])
-    if "constraint" not in results:
-        results = results.assign(constraint="grid")
-    grids: dict[str, Grid] = {}
-    for constraint, rows in results.groupby("constraint"):
-        grid: dict[str, dict[str, dict[int, float]]] = {}
-        for row in rows.itertuples():
-            by_fold = grid.setdefault(str(row.task), {}).setdefault(str(row.framework), {})
-            by_fold[int(row.fold)] = float(row.result)
-        grids[str(constraint)] = grid
-    return grids
+    """constraint -> its grid (the mean over seeds: a report's results.csv has a row per seed); failed
+    folds, without a result, are left out."""
+    jobs = results.rename(columns={"task": "dataset"}).assign(ok=results["result"].notna())
+    if "constraint" not in jobs:
+        jobs = jobs.assign(constraint="grid")
+    return {str(constraint): grid_of(rows) for constraint, rows in jobs.groupby("constraint")}
 
 
 def _leader(rounds: Rounds) -> str:
