@@ -113,6 +113,14 @@ class Plan:
         return settings.model_copy(update={"max_folds": max_folds,
                                            "min_folds": min(settings.min_folds, max_folds)})
 
+    @property
+    def adaptive_note(self) -> str:
+        """Why an `adaptive:` block does not apply to this run, in one sentence ("" when it does)."""
+        if self.suite.adaptive is not None and self.adaptive is None:
+            return (f"{self.suite.name}: adaptive has nothing to compare with one framework; "
+                    "running the full grid.")
+        return ""
+
     def selection(self) -> dict[str, Any]:
         """What an execution records so that a resume or retry re-plans the same jobs."""
         return {
@@ -500,9 +508,8 @@ def benchmark(
             runner.skip(job, contexts[job.key], not_taken[job.key])
     print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
           f"execution {chosen.execution_id}")
-    if plan.suite.adaptive is not None and plan.adaptive is None:
-        print(f"{plan.suite.name}: adaptive has nothing to compare with one framework; "
-              "running the full grid.")
+    if plan.adaptive_note:
+        print(plan.adaptive_note)
     ran = len(runnable)
     try:
         with system_metrics(chosen):

@@ -51,3 +51,6 @@ def test_min_folds_above_a_datasets_folds_names_the_dataset(tmp_path: Path) -> N
 def test_one_framework_has_nothing_to_compare(tmp_path: Path) -> None:
     plan = resolve_plan(str(_suite(tmp_path, "{min_folds: 2}", frameworks="[hgb]")))
     assert plan.suite.adaptive is not None and plan.adaptive is None  # the grid runs whole
+    assert plan.adaptive_note == ("adaptive_case: adaptive has nothing to compare with one framework; "
+                                  "running the full grid.")
+    assert resolve_plan(str(_suite(tmp_path, "{min_folds: 2}"))).adaptive_note == ""
