@@ -310,7 +310,7 @@ class ScalingSettings(_Strict):
 
 class AdaptiveSettings(_Strict):
     """`adaptive:` of a suite: run the folds in rounds and stop each comparison once it is settled at
-    `confidence` (tasks/adaptive.py, the procedure; docs/suites.md#adaptive-benchmarking)."""
+    `confidence` (tasks/adaptive.py, the procedure; docs/suites.md, "Adaptive benchmarking")."""
 
     confidence: float = 0.95  # each decision is wrong with probability at most 1 - confidence
     min_folds: int = Field(default=2, ge=2)  # the first round: every cell runs these folds

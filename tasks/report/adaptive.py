@@ -75,7 +75,7 @@ def section(jobs: pd.DataFrame, settings: AdaptiveSettings | None, folder: Path,
              f"Decided: {', '.join(settings.decide)} at confidence {settings.confidence} (rope "
              f"{settings.rope}); rounds from {settings.min_folds} folds, one more per round. Each interval "
              "is the anytime-valid confidence sequence on the mean per-fold difference first - second "
-             "(docs/suites.md#adaptive-benchmarking).", "",
+             "(docs/suites.md, section Adaptive benchmarking).", "",
              f"Compute: {int(compute['jobs_run'])} jobs of the full grid's {int(compute['jobs_full_grid'])} "
              f"({compute['job_share']:.0%}), fit {compute['fit_s_run']:.1f} s of an estimated "
              f"{compute['fit_s_full_grid_estimate']:.1f} s, in {int(compute['rounds'])} rounds.", "",
