@@ -25,9 +25,11 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.adaptive_run import run_in_rounds
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.align import align_dataset as align
+from tasks.data.folds import fold_settings
 from tasks.data.validate import validate_dataset as gate
 from tasks.data.versions import data_version as dvc_version
 from tasks.errors import UserError
@@ -51,6 +53,7 @@ from tasks.report.leaderboard import leaderboard
 from tasks.report.publish import after_execution
 from tasks.results import JobResult
 from tasks.specs import (
+    AdaptiveSettings,
     Budget,
     DatasetSpec,
     FrameworkRef,
@@ -98,6 +101,25 @@ class Plan:
     # Framework id -> why it cannot run here, for frameworks the suite marks `where_available`:
     # their jobs are recorded as skipped with that sentence, the rest of the suite runs.
     unavailable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def adaptive(self) -> AdaptiveSettings | None:
+        """The suite's `adaptive:` block with its rounds within this run's folds; None with one
+        framework (nothing to compare: the grid runs whole) or without the block."""
+        settings = self.suite.adaptive
+        if settings is None or len(self.frameworks) < 2:
+            return None
+        max_folds = min(settings.max_folds or self.folds, self.folds)
+        return settings.model_copy(update={"max_folds": max_folds,
+                                           "min_folds": min(settings.min_folds, max_folds)})
+
+    @property
+    def adaptive_note(self) -> str:
+        """Why an `adaptive:` block does not apply to this run, in one sentence ("" when it does)."""
+        if self.suite.adaptive is not None and self.adaptive is None:
+            return (f"{self.suite.name}: adaptive has nothing to compare with one framework; "
+                    "running the full grid.")
+        return ""
 
     def selection(self) -> dict[str, Any]:
         """What an execution records so that a resume or retry re-plans the same jobs."""
@@ -197,6 +219,7 @@ def resolve_plan(
     unavailable: dict[str, str] = {}
     adapters = _check_frameworks(refs, unavailable)
     specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]
+    _check_adaptive_folds(loaded, specs)
     check_suite_metrics(loaded.name, specs, adapters)
     if frameworks and not isinstance(frameworks[0], dict):
         _check_frameworks_take_datasets(refs, specs)
@@ -205,8 +228,22 @@ def resolve_plan(
     return Plan(loaded, specs, refs, folds or loaded.folds, load_budget(budget or loaded.budget), unavailable)
 
 
+def _check_adaptive_folds(suite: Suite, specs: list[DatasetSpec]) -> None:
+    """`adaptive.min_folds` within every dataset's saved folds (its card's `folds: k` or params.yaml's)."""
+    if suite.adaptive is None:
+        return
+    for spec in specs:
+        if spec.folds_spec.user_given:
+            continue  # the user's own folds: their count is known once read; the run narrows to them
+        saved = fold_settings(spec).k
+        if suite.adaptive.min_folds > saved:
+            raise UserError(f"suite {suite.name}: field 'adaptive.min_folds': {suite.adaptive.min_folds} is "
+                            f"above the {saved} folds of dataset {spec.name}; lower min_folds.")
+
+
 def plan_jobs(plan: Plan, versions: dict[str, str]) -> list[Job]:
-    jobs = make_jobs(plan.suite.name, versions, plan.frameworks, plan.folds, plan.suite.seeds, plan.budget)
+    folds = plan.adaptive.max_folds or plan.folds if plan.adaptive else plan.folds  # rounds stop there
+    jobs = make_jobs(plan.suite.name, versions, plan.frameworks, folds, plan.suite.seeds, plan.budget)
     if plan.suite.scaling is None:
         return jobs
     return expand_scaling(jobs, plan_scaling_steps(plan.suite.name, plan.suite.scaling, plan.budget))
@@ -471,9 +508,16 @@ def benchmark(
             runner.skip(job, contexts[job.key], not_taken[job.key])
     print(f"{plan.suite.name}: {len(jobs)} jobs planned, {len(runnable)} to run, "
           f"execution {chosen.execution_id}")
+    if plan.adaptive_note:
+        print(plan.adaptive_note)
+    ran = len(runnable)
     try:
         with system_metrics(chosen):
-            runner.run(runnable, contexts)
+            if plan.adaptive is not None and not retry_failed:  # a retry re-runs exactly the failures
+                ran = run_in_rounds(runner, jobs, runnable, contexts, plan.adaptive,
+                                    lambda: results_of(chosen, jobs)[0]).ran
+            else:
+                runner.run(runnable, contexts)
     except BaseException:
         if not breaker.is_open(chosen.execution_id):
             mark_unfinished(chosen)
@@ -481,24 +525,8 @@ def benchmark(
 
     # The store had its chance during the run; what still waits is kept on disk, with why.
     waiting = breaker.settle(chosen.execution_id)
-    store_away = breaker.is_open(chosen.execution_id)
-    # The record is the truth (job folders may be on other machines); a job not logged yet is read
-    # from its folder here, so the leaderboard still shows it.
-    recorded: dict[str, JobResult] = {}
-    if not store_away:
-        try:
-            recorded = recorded_results(chosen.execution_id)
-        except Exception as exc:  # it went away just now (or, in team mode, while workers recorded)
-            if not breaker.is_unreachable(exc):
-                raise
-            store_away = True
-    records = []
-    for job in jobs:
-        job_dir = job_dir_for(job)
-        if job.key in recorded:
-            records.append(Record(job, recorded[job.key], contexts[job.key].metric))
-        elif (job_dir / "result.json").is_file():
-            records.append(Record(job, JobResult.load(job_dir), contexts[job.key].metric))
+    found, store_away = results_of(chosen, jobs)
+    records = [Record(job, found[job.key], contexts[job.key].metric) for job in jobs if job.key in found]
     rows = leaderboard_rows(records)
     counts: dict[str, int] = {}
     for record in records:
@@ -534,7 +562,7 @@ def benchmark(
         "suite": plan.suite.name,
         "execution_id": chosen.execution_id,
         "planned": len(jobs),
-        "ran": len(runnable),
+        "ran": ran,
         "counts": counts,
         "gate_failures": gate_failures,
         "leaderboard": rows,
@@ -543,6 +571,28 @@ def benchmark(
         "waiting": {"count": waiting.count, "reason": waiting.reason},
         "execution_url": execution_url(chosen),
     }
+
+
+def results_of(chosen: Execution, jobs: list[Job]) -> tuple[dict[str, JobResult], bool]:
+    """job_key -> its result, and whether the store is away. The record is the truth (job folders may
+    be on other machines); a job not logged yet is read from its folder, so it still counts."""
+    store_away = breaker.is_open(chosen.execution_id)
+    recorded: dict[str, JobResult] = {}
+    if not store_away:
+        try:
+            recorded = recorded_results(chosen.execution_id)
+        except Exception as exc:  # it went away just now (or, in team mode, while workers recorded)
+            if not breaker.is_unreachable(exc):
+                raise
+            store_away = True
+    found: dict[str, JobResult] = {}
+    for job in jobs:
+        job_dir = job_dir_for(job)
+        if job.key in recorded:
+            found[job.key] = recorded[job.key]
+        elif (job_dir / "result.json").is_file():
+            found[job.key] = JobResult.load(job_dir)
+    return found, store_away
 
 
 def _mlflow_links(execution: Execution, jobs: list[Job]) -> tuple[str, list[tuple[str, str, str]]]:

@@ -128,6 +128,8 @@ def run_suite(
         console.print(f"[yellow]budget {plan.budget.name} asks for {plan.budget.cores} cores per job and "
                       f"this host has {host_cores}: jobs share cores, so their times are not the budget's."
                       "[/]", highlight=False)
+    if plan.adaptive_note and not as_json:
+        console.print(f"[yellow]{plan.adaptive_note}[/]", highlight=False)
     suite_lock.hold(plan.suite.name)  # the same suite twice at once: one sentence, before Prefect starts
     check_execution_choice(suite, execution, retry_failed)
     _start_ephemeral_api()

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks import paths
+from tasks.adaptive import DECISIONS, Decision
 from tasks.errors import UserError
 from tasks.metric_registry import PROBLEM_TYPES, check_metric, default_metric
 from tasks.multimodal.combinations import combination_spec, expand_datasets
@@ -307,6 +308,25 @@ class ScalingSettings(_Strict):
         return self
 
 
+class AdaptiveSettings(_Strict):
+    """`adaptive:` of a suite: run the folds in rounds and stop each comparison once it is settled at
+    `confidence` (tasks/adaptive.py, the procedure; docs/suites.md, "Adaptive benchmarking")."""
+
+    confidence: float = 0.95  # each decision is wrong with probability at most 1 - confidence
+    min_folds: int = Field(default=2, ge=2)  # the first round: every cell runs these folds
+    max_folds: int | None = Field(default=None, ge=2)  # the last round; None: the suite's `folds`
+    rope: float = Field(default=0.0, ge=0)  # differences of `result` within +-rope count as equal
+    futility: bool = False  # also stop pairs that max_folds could not settle (they end open)
+    decide: list[Decision] = Field(default_factory=lambda: list(DECISIONS), min_length=1)
+
+    @field_validator("confidence")
+    @classmethod
+    def _between_half_and_one(cls, value: float) -> float:
+        if not 0.5 < value < 1.0:
+            raise ValueError(f"{value} is outside (0.5, 1); give e.g. 0.95")
+        return value
+
+
 # Top-level suite fields a modality adds (tasks/multimodal/combinations.py reads it); any other
 # unknown field is refused.
 SUITE_FIELDS_OF_MODALITIES = frozenset({"modality_combinations"})
@@ -331,6 +351,7 @@ class Suite(_Strict):
     evaluations: dict[str, Any] = Field(default_factory=dict)  # name -> its EvaluationSettings
     attribution: AttributionSettings = Field(default_factory=AttributionSettings)
     scaling: ScalingSettings | None = None  # resource steps for the same budget time (tasks/plan.py)
+    adaptive: AdaptiveSettings | None = None  # folds in rounds, only where a decision is open
 
     def evaluation_blocks(self) -> dict[str, dict[str, Any]]:
         """The enabled evaluations' settings as plain data (what crosses to the job's process)."""
@@ -569,6 +590,19 @@ def _evaluation_settings(path: Path, data: dict[str, Any],
     return settings
 
 
+def _check_adaptive_rounds(path: Path, suite: Suite) -> None:
+    """`adaptive:`'s rounds fit in the suite's folds: min_folds <= max_folds <= folds."""
+    if suite.adaptive is None:
+        return
+    max_folds = suite.adaptive.max_folds or suite.folds
+    if max_folds > suite.folds:
+        raise UserError(f"{path}: field 'adaptive.max_folds': {max_folds} is above the suite's folds "
+                        f"({suite.folds}); lower it or raise `folds`.")
+    if suite.adaptive.min_folds > max_folds:
+        raise UserError(f"{path}: field 'adaptive.min_folds': {suite.adaptive.min_folds} is above "
+                        f"max_folds ({max_folds}); lower min_folds or raise max_folds.")
+
+
 def load_suite(name_or_path: str | Path, evaluations: Mapping[str, SuiteBlock]) -> Suite:
     """Load a suite by name (specs/suites/NAME.yaml) or path; check its budget and datasets exist.
 
@@ -593,6 +627,7 @@ def load_suite(name_or_path: str | Path, evaluations: Mapping[str, SuiteBlock]) 
     if unknown:
         raise UserError(f"{path}: unknown field '{unknown[0]}'; remove it or check its spelling.")
     load_budget(suite.budget)
+    _check_adaptive_rounds(path, suite)
     suite = suite.model_copy(update={"datasets": _expand_openml(path, suite.datasets)})
     for dataset in suite.datasets:
         card_name = dataset.split("[", 1)[0]  # `NAME[STREAMS]`: a modality combination of NAME

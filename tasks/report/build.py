@@ -14,7 +14,9 @@ import pandas as pd
 
 from tasks import paths
 from tasks.errors import UserError
+from tasks.evaluations.registry import all_evaluations
 from tasks.report import (
+    adaptive,
     aggregate,
     amlb,
     anytime,
@@ -38,6 +40,7 @@ from tasks.report.explanations import section as explain_section
 from tasks.report.modality_table import modality_markdown, modality_table
 from tasks.report.reference import section as reference_section
 from tasks.report.tabarena import tabarena_frame
+from tasks.specs import AdaptiveSettings, load_suite
 from tasks.tracking import read
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
@@ -81,6 +84,7 @@ def build_report(
     forecasts: pd.DataFrame | None = None,
     reference: tuple[str, pd.DataFrame] | None = None,
     anytime_curves: pd.DataFrame | None = None,
+    adaptive_settings: AdaptiveSettings | None = None,
 ) -> Report:
     """Compute every table and figure from job runs and write them under `folder`.
 
@@ -88,7 +92,8 @@ def build_report(
 
     `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves);
     `forecasts`: forecasting jobs' predictions (for the forecast figures);
-    `anytime_curves`: the jobs' anytime.csv, stacked (for the score-over-time figures).
+    `anytime_curves`: the jobs' anytime.csv, stacked (for the score-over-time figures);
+    `adaptive_settings`: the suite's `adaptive:` block, if it ran in rounds (its section).
     """
     if runs.empty:
         raise UserError(f"no job runs to report on for {title}; check the suite name, run id or filter.")
@@ -190,7 +195,8 @@ def build_report(
     figures += serving_figures + anytime.figures(anytime_curves, folder)
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
     image_lines, image_figures = images.section(table, folder, _table)
-    serving_lines = forecast_lines + image_lines + serving_lines
+    adaptive_lines = adaptive.section(table, adaptive_settings, folder, _table)
+    serving_lines = adaptive_lines + forecast_lines + image_lines + serving_lines
     if reference is not None:
         reference_lines, reference_figures = reference_section(
             amlb.results_frame(table), reference[1], reference[0], folder, _table)
@@ -383,6 +389,15 @@ def default_folder(label: str) -> Path:
     return paths.reports_dir() / (cleaned or "report")
 
 
+def _adaptive_settings(suite: str) -> AdaptiveSettings | None:
+    """The suite's `adaptive:` block from its file here; None without one (or without the file: a
+    report built where the suite is not, e.g. from another team's store)."""
+    try:
+        return load_suite(suite, all_evaluations()).adaptive
+    except UserError:
+        return None
+
+
 def report_execution(
     execution_id: str,
     *,
@@ -403,7 +418,9 @@ def report_execution(
     with tempfile.TemporaryDirectory() as downloads:
         explanations = load_explanations(runs, Path(downloads), uri=uri) if not runs.empty else None
         report = build_report(runs, folder, title=title, robustness_cases=cases, explanations=explanations,
-                              forecasts=forecasts, anytime_curves=curves, **options)  # type: ignore[arg-type]
+                              forecasts=forecasts, anytime_curves=curves,
+                              adaptive_settings=_adaptive_settings(suite),
+                              **options)  # type: ignore[arg-type]
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
     return report

@@ -1,0 +1,114 @@
+"""Benchmark: adaptive benchmarking replayed on full grids already run.
+
+For each grid (a results.csv in AMLB's format: task, framework, fold, result higher-is-better, and
+`constraint` to tell grids apart), the rounds of tasks/adaptive.py are played on the recorded folds
+and their decisions set against the full grid's (the same procedure on every fold). Prints, per grid
+and setting: how often the pairwise verdicts agree, how often the per-dataset best agrees, the best
+across datasets of each, and the share of the full grid's jobs the rounds needed.
+
+The default grid is AMLB's published per-fold results (tests/fixtures/amlb_per_fold_8c4h.csv, from
+openml/automlbenchmark's reports/old/input/results_{small,medium}-8c4h[_ref].csv). A full grid run
+here replays the same way: its report folder holds results.csv in this format.
+Run: `python -m bench.bench_adaptive [--results FILE] [--confidence 0.95] [--min-folds 3] [--rope 0.01]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.adaptive import DECISIONS, Grid, Rounds, play_rounds
+from tasks.report.adaptive import grid_of
+
+AMLB_PER_FOLD = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "amlb_per_fold_8c4h.csv"
+SMOKE_ARGS: tuple[str, ...] = ()  # the whole replay takes seconds
+
+
+@dataclass(frozen=True)
+class Agreement:
+    grid: str
+    decide: str
+    futility: bool
+    cells: int  # decisions: (dataset, pair) for pairwise, datasets for best
+    agree: float  # share of those equal to the full grid's
+    contradict: int  # settled in both, differently (not merely open in one)
+    best_across: str  # adaptive's / the full grid's leader ("open" when not settled); best only
+    job_share: float
+
+    def row(self) -> dict[str, object]:
+        return {"grid": self.grid, "decide": self.decide, "futility": self.futility, "cells": self.cells,
+                "same decision": f"{self.agree:.1%}", "contradicted": self.contradict,
+                "best across (adaptive / full)": self.best_across, "jobs": f"{self.job_share:.1%}"}
+
+
+def grids_of(results: pd.DataFrame) -> dict[str, Grid]:
+    """constraint -> its grid (the mean over seeds: a report's results.csv has a row per seed); failed
+    folds, without a result, are left out."""
+    jobs = results.rename(columns={"task": "dataset"}).assign(ok=results["result"].notna())
+    if "constraint" not in jobs:
+        jobs = jobs.assign(constraint="grid")
+    return {str(constraint): grid_of(rows) for constraint, rows in jobs.groupby("constraint")}
+
+
+def _leader(rounds: Rounds) -> str:
+    return rounds.best.leader if rounds.best.settled and rounds.best.leader else "open"
+
+
+def agreement(name: str, grid: Grid, *, confidence: float, min_folds: int, rope: float,
+              decide: Sequence[str], futility: bool) -> Agreement:
+    max_folds = max(fold for by_framework in grid.values() for by_fold in by_framework.values()
+                    for fold in by_fold) + 1
+    full = play_rounds(grid, confidence=confidence, min_folds=max_folds, max_folds=max_folds, decide=decide,
+                       rope=rope)
+    rounds = play_rounds(grid, confidence=confidence, min_folds=min_folds, max_folds=max_folds, decide=decide,
+                         rope=rope, futility=futility)
+    truth: dict[object, object]
+    seen: dict[object, object]
+    unsettled: object
+    if "pairwise" in decide:
+        truth = {(p.dataset, p.first, p.second): p.verdict for p in full.pairs}
+        seen = {(p.dataset, p.first, p.second): p.verdict for p in rounds.pairs}
+        unsettled = "open"
+    else:  # per dataset: the winner, or still open (None, False), or a settled tie (None, True)
+        truth = {race.dataset: (race.winner, race.settled) for race in full.races}
+        seen = {race.dataset: (race.winner, race.settled) for race in rounds.races}
+        unsettled = (None, False)
+    contradict = sum(seen[key] != value and unsettled not in (seen[key], value)
+                     for key, value in truth.items())
+    return Agreement(
+        grid=name, decide="+".join(decide), futility=futility, cells=len(truth),
+        agree=sum(seen[key] == value for key, value in truth.items()) / len(truth), contradict=contradict,
+        best_across=f"{_leader(rounds)} / {_leader(full)}" if "best" in decide else "-",
+        job_share=rounds.jobs / full.jobs)
+
+
+def main(argv: list[str] | None = None) -> list[Agreement]:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_adaptive",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=AMLB_PER_FOLD,
+                        help="per-fold results in AMLB's results.csv format (default: AMLB's 8c4h)")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--min-folds", type=int, default=3)
+    parser.add_argument("--rope", type=float, default=0.01,
+                        help="differences of result within +-rope count as equal")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    found = []
+    for name, grid in grids_of(pd.read_csv(args.results)).items():
+        for decide in ([decision] for decision in DECISIONS):
+            for futility in (False, True):
+                found.append(agreement(name, grid, confidence=args.confidence, min_folds=args.min_folds,
+                                       rope=args.rope, decide=decide, futility=futility))
+    table = pd.DataFrame([entry.row() for entry in found])
+    print(f"{args.results.name}: confidence {args.confidence}, min_folds {args.min_folds}, rope {args.rope}; "
+          "the truth is the same procedure on every fold of the grid")
+    print(table.to_string(index=False))
+    return found
+
+
+if __name__ == "__main__":
+    main()

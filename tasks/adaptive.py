@@ -1,0 +1,288 @@
+"""Adaptive benchmarking's sequential procedure: which comparisons are settled after each round of folds.
+
+The procedure is an anytime-valid confidence sequence on the mean per-fold paired difference of two
+frameworks' results on one dataset (the "safe" t-test's confidence sequence). After n folds, with
+mean difference m, standard deviation s and v = n - 1 degrees of freedom, the interval is
+m +- t_n * s / sqrt(n), where t_n is the |t| at which the Bayes factor of a one-sample t-test with a
+right-Haar prior on the scale and a normal prior N(0, g) on the standardized effect reaches 1 / alpha:
+
+    ((1 + t^2 / v) / (1 + t^2 / (v c)))^((v + 1) / 2) = sqrt(c) / alpha,   c = 1 + n g.
+
+Under "the true mean difference is d", that Bayes factor (on the differences shifted by d) is a test
+martingale for every scale, so by Ville's inequality the interval misses d at ANY fold, looked at
+after every round, with probability at most alpha. That is why this and not a fixed-sample t-test
+re-run after each round: the latter's error grows with the number of looks (the unit test shows both).
+
+Why this procedure rather than the others the field uses:
+- Hoeffding/Bernstein races need a known range of the differences; a benchmark's metrics have none
+  that is tight (RMSE), and with 10 folds Hoeffding decides nothing.
+- A Bayesian sign test with a ROPE states a posterior, not an error rate under repeated looks, and a
+  sign test needs 5+ folds before any verdict at 95%.
+- The t-based sequence is scale-free (any metric), decides a clear pair after 3 folds at 95%, and
+  gives three verdicts: better, worse, and, with a region of practical equivalence (`rope`), equal.
+
+Decisions, over per-fold results (higher is better, paired by fold):
+- pairwise, per dataset: does A beat B? `equivalent` once the interval lies inside [-rope, rope],
+  else `better`/`worse` once it leaves 0, else `open`. Each pair holds its own `1 - confidence`.
+- best, per dataset: a race. A framework leaves the race once another is settled better; the race
+  is settled when every pair still in it is settled. Its pairs use Bonferroni's `alpha / pairs`, so
+  the whole race errs with probability at most alpha.
+- best, across datasets: the framework that wins the most datasets; settled once no open dataset can
+  change who leads (it is wrong only if some dataset's race is).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Literal
+
+# The prior variance g of the standardized effect (mean difference / its spread over folds). Between
+# AutoML frameworks that spread is small and effects are large (hgb against a constant: tens of
+# spreads), so a wide prior: g = 10 lets a clear pair settle after 3 folds at 95% (n g large enough).
+PRIOR_EFFECT_VARIANCE = 10.0
+
+# Futility (opt-in): an open pair stops when even a mean difference this many times the one seen so far,
+# with the same spread, would not settle it by the last round (bench/bench_adaptive.py chose 1.5).
+FUTILITY_SLACK = 1.5
+Verdict = Literal["better", "worse", "equivalent", "open"]
+# What a suite may ask to settle (its `adaptive.decide` list).
+Decision = Literal["pairwise", "best"]
+DECISIONS: tuple[Decision, ...] = ("pairwise", "best")
+
+FoldScores = Mapping[int, float]  # fold -> result (higher is better)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The confidence sequence's interval on the mean difference after `folds` paired folds."""
+
+    folds: int
+    mean: float
+    low: float
+    high: float
+    std: float  # of the per-fold differences (nan under 2 folds)
+
+
+@dataclass(frozen=True)
+class PairOutcome:
+    """A against B on one dataset: the verdict is A's (A is `better` than B, ...)."""
+
+    dataset: str
+    first: str
+    second: str
+    verdict: Verdict
+    interval: Interval
+    alpha: float
+
+    @property
+    def settled(self) -> bool:
+        return self.verdict != "open"
+
+    def could_settle_by(self, max_folds: int | None, rope: float = 0.0) -> bool:
+        """Whether more folds, up to `max_folds`, could settle this open pair if the differences went
+        on as they have (the same spread, a mean up to FUTILITY_SLACK times larger). A pair that could
+        not stops as open (futility): that saves folds and claims nothing, so the error rate holds;
+        the price is a pair the full grid would have settled after all (see the replay)."""
+        bounds = self.interval
+        if max_folds is None or not 1 < bounds.folds < max_folds:
+            return max_folds is None or bounds.folds < max_folds
+        half = critical_t(max_folds, self.alpha) * bounds.std / math.sqrt(max_folds)
+        return FUTILITY_SLACK * abs(bounds.mean) > half or abs(bounds.mean) + half / FUTILITY_SLACK <= rope
+
+
+@dataclass(frozen=True)
+class RaceOutcome:
+    """Which framework is best on one dataset; `winner` is None while open or when several tie."""
+
+    dataset: str
+    remaining: tuple[str, ...]  # still in the race (not settled worse than another)
+    winner: str | None
+    settled: bool
+    pairs: tuple[PairOutcome, ...]
+
+
+@dataclass(frozen=True)
+class BestAcross:
+    """The framework that wins the most datasets, and whether the open datasets could change that."""
+
+    leader: str | None
+    wins: dict[str, int]
+    open_datasets: tuple[str, ...]
+    settled: bool
+
+
+def critical_t(folds: int, alpha: float, prior_variance: float = PRIOR_EFFECT_VARIANCE) -> float:
+    """|t| above which the sequence excludes a mean difference after `folds` folds (inf: not yet)."""
+    if folds < 2:
+        return math.inf
+    dof = folds - 1
+    spread = 1.0 + folds * prior_variance
+    ratio = (math.sqrt(spread) / alpha) ** (2.0 / (dof + 1))
+    if ratio >= spread:  # the Bayes factor cannot reach 1/alpha with this few folds, however clear
+        return math.inf
+    return math.sqrt(dof * (ratio - 1.0) / (1.0 - ratio / spread))
+
+
+def interval(differences: Sequence[float], alpha: float,
+             prior_variance: float = PRIOR_EFFECT_VARIANCE) -> Interval:
+    """The anytime-valid interval on the mean of `differences` (one per fold) at level 1 - alpha."""
+    count = len(differences)
+    mean = math.fsum(differences) / count if count else 0.0
+    t_bound = critical_t(count, alpha, prior_variance)
+    squares = math.fsum((d - mean) ** 2 for d in differences)
+    spread = math.sqrt(squares / (count - 1)) if count > 1 else math.nan
+    if math.isinf(t_bound):
+        return Interval(count, mean, -math.inf, math.inf, spread)
+    half = t_bound * spread / math.sqrt(count)
+    return Interval(count, mean, mean - half, mean + half, spread)
+
+
+def verdict_of(bounds: Interval, rope: float) -> Verdict:
+    """Inside the rope: equivalent (a real but negligible difference counts as none); else by sign."""
+    if -rope <= bounds.low and bounds.high <= rope:
+        return "equivalent"
+    if bounds.low > 0:
+        return "better"
+    if bounds.high < 0:
+        return "worse"
+    return "open"
+
+
+def paired_differences(first: FoldScores, second: FoldScores) -> list[float]:
+    """first - second on the folds both have, in fold order (a failed fold pairs with nothing)."""
+    return [first[fold] - second[fold] for fold in sorted(set(first) & set(second))]
+
+
+def compare(dataset: str, first: str, second: str, scores: Mapping[str, FoldScores], alpha: float,
+            rope: float = 0.0) -> PairOutcome:
+    bounds = interval(paired_differences(scores[first], scores[second]), alpha)
+    return PairOutcome(dataset, first, second, verdict_of(bounds, rope), bounds, alpha)
+
+
+def pairwise(dataset: str, scores: Mapping[str, FoldScores], confidence: float,
+             rope: float = 0.0) -> list[PairOutcome]:
+    """Every pair of frameworks on one dataset, each at `confidence`."""
+    return [compare(dataset, first, second, scores, 1.0 - confidence, rope)
+            for first, second in combinations(sorted(scores), 2)]
+
+
+def race(dataset: str, scores: Mapping[str, FoldScores], confidence: float, rope: float = 0.0) -> RaceOutcome:
+    """The best framework on one dataset at `confidence` for the race as a whole (Bonferroni)."""
+    names = sorted(scores)
+    pair_count = max(1, len(names) * (len(names) - 1) // 2)
+    alpha = (1.0 - confidence) / pair_count
+    pairs = tuple(compare(dataset, first, second, scores, alpha, rope)
+                  for first, second in combinations(names, 2))
+    beaten = {pair.second for pair in pairs if pair.verdict == "better"}
+    beaten |= {pair.first for pair in pairs if pair.verdict == "worse"}
+    remaining = tuple(name for name in names if name not in beaten)
+    settled = all(pair.settled for pair in pairs
+                  if pair.first in remaining and pair.second in remaining)
+    winner = remaining[0] if settled and len(remaining) == 1 else None
+    return RaceOutcome(dataset, remaining, winner, settled, pairs)
+
+
+def best_across(races: Sequence[RaceOutcome]) -> BestAcross:
+    """The framework with the most settled dataset wins; settled once the open datasets, all won by
+    the runner-up, could not overtake it (a settled tie counts as a win for no one)."""
+    wins: dict[str, int] = {}
+    for outcome in races:
+        for name in outcome.remaining:
+            wins.setdefault(name, 0)
+        if outcome.winner is not None:
+            wins[outcome.winner] += 1
+    open_datasets = tuple(outcome.dataset for outcome in races if not outcome.settled)
+    ranked = sorted(wins.items(), key=lambda item: (-item[1], item[0]))
+    if not ranked:
+        return BestAcross(None, wins, open_datasets, not open_datasets)
+    leader, top = ranked[0]
+    runner_up = ranked[1][1] if len(ranked) > 1 else 0
+    settled = top > runner_up + len(open_datasets)
+    return BestAcross(leader if settled else None, wins, open_datasets, settled)
+
+
+def needs_more_folds(scores: Mapping[str, Mapping[str, FoldScores]], confidence: float,
+                     decide: Sequence[str], rope: float = 0.0,
+                     max_folds: int | None = None) -> set[tuple[str, str]]:
+    """The (dataset, framework) cells that an open decision still needs: both frameworks of an open
+    pair (pairwise), or of an open pair within an open race while the best across datasets is open
+    (best); with `max_folds`, only pairs that folds up to it could still settle."""
+    wanted: set[tuple[str, str]] = set()
+    races = [race(dataset, by_framework, confidence, rope) for dataset, by_framework in scores.items()]
+    if "pairwise" in decide:
+        for dataset, by_framework in scores.items():
+            for pair in pairwise(dataset, by_framework, confidence, rope):
+                if not pair.settled and pair.could_settle_by(max_folds, rope):
+                    wanted |= {(dataset, pair.first), (dataset, pair.second)}
+    if "best" in decide and not best_across(races).settled:
+        for outcome in races:
+            for pair in outcome.pairs:
+                if ({pair.first, pair.second} <= set(outcome.remaining) and not pair.settled
+                        and pair.could_settle_by(max_folds, rope)):
+                    wanted |= {(outcome.dataset, pair.first), (outcome.dataset, pair.second)}
+    return wanted
+
+
+# ---------------------------------------------------------------- rounds (a run does these; a replay too)
+
+Grid = Mapping[str, Mapping[str, FoldScores]]  # dataset -> framework -> fold -> result
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """What the rounds gave each cell, and the decisions at the end.
+
+    `folds[(dataset, framework)]` is how many folds the cell got; `settled_at[...]` the round (1 is
+    the first, `min_folds` folds) after which no open decision needed it, None if it ran to the last.
+    """
+
+    folds: dict[tuple[str, str], int]
+    settled_at: dict[tuple[str, str], int | None]
+    pairs: list[PairOutcome]
+    races: list[RaceOutcome]
+    best: BestAcross
+    rounds: int
+
+    @property
+    def jobs(self) -> int:
+        return sum(self.folds.values())
+
+
+def visible(grid: Grid, folds: Mapping[tuple[str, str], int]) -> dict[str, dict[str, dict[int, float]]]:
+    """The grid as the rounds have seen it: each cell's results on its first `folds` folds."""
+    return {dataset: {name: {fold: score for fold, score in by_fold.items()
+                             if fold < folds.get((dataset, name), 0)}
+                      for name, by_fold in by_framework.items()}
+            for dataset, by_framework in grid.items()}
+
+
+def play_rounds(grid: Grid, *, confidence: float, min_folds: int, max_folds: int,
+                decide: Sequence[str], rope: float = 0.0, futility: bool = False) -> Rounds:
+    """Replay the rounds a run makes on a grid already run: every cell gets `min_folds` folds, then
+    one more fold per round while an open decision needs it (and, with `futility`, could still be
+    settled by `max_folds`), up to `max_folds`."""
+    cells = [(dataset, name) for dataset, by_framework in grid.items() for name in by_framework]
+    folds = dict.fromkeys(cells, min_folds)
+    settled_at: dict[tuple[str, str], int | None] = dict.fromkeys(cells)
+    round_number = 1
+    while True:
+        wanted = needs_more_folds(visible(grid, folds), confidence, decide, rope,
+                                  max_folds if futility else None)
+        for cell in cells:
+            if cell in wanted:
+                settled_at[cell] = None  # (re)opened: a later round settles it, or none does
+            elif settled_at[cell] is None:
+                settled_at[cell] = round_number
+        if not wanted or min_folds + round_number - 1 >= max_folds:
+            break
+        round_number += 1
+        for cell in wanted:
+            folds[cell] = min_folds + round_number - 1
+    seen = visible(grid, folds)
+    pairs = [pair for dataset, by_framework in seen.items()
+             for pair in pairwise(dataset, by_framework, confidence, rope)]
+    races = [race(dataset, by_framework, confidence, rope) for dataset, by_framework in seen.items()]
+    return Rounds(folds, settled_at, pairs, races, best_across(races), round_number)
