@@ -10,8 +10,10 @@ tasks/evaluations/_loadgen_search.py): LoadGen's Poisson queries, minimum durati
 early stopping and VALID/INVALID verdict at the latency percentile; ``open_loop: locust`` keeps the
 older Locust-only search (a p99 from whatever one step counted). ``preset: ci`` keeps LoadGen's steps
 short enough for CI; ``preset: mlperf`` takes MLPerf's own minimums (10 minutes and 270,336 queries a
-step), for real runs. Errors are readings: a step with failed requests is over its SLO and keeps the
-first error; the evaluation fails only when the server dies or never answers.
+step), for real runs. A rate too low for its minimum of queries to fit in max_duration_s gets a longer
+step while time_s allows; one that still does not fit is named in the reason, never reported as 0 QPS.
+Errors are readings: a step with failed requests is over its SLO and keeps the first error; the
+evaluation fails only when the server dies or never answers.
 
 With two or more cores the load runs on the job's last core and the server on the others; with
 one core both share it (``info.load_placement`` says which).
@@ -244,10 +246,12 @@ class ServingEvaluation(PostJobEvaluation):
                       f"{first['first_error']}.\n{server.log_tail()}").strip()
             return EvaluationResult(status="failed", reason=reason, metrics=metrics, files=_files(folder),
                                     info=info)
-        stopped_early = load["stopped_early"] or (loadgen or {}).get("stopped_early", "")
-        if stopped_early:
-            return EvaluationResult(status="partial", reason=stopped_early, metrics=metrics,
-                                    files=_files(folder), info=info)
+        # A rate LoadGen could not judge leaves the figures partial: the reason says which and why.
+        loadgen_notes = [(loadgen or {}).get(key, "") for key in ("stopped_early", "unjudged")]
+        partial = [load["stopped_early"], *loadgen_notes]
+        if any(partial):
+            return EvaluationResult(status="partial", reason="; ".join(part for part in partial if part),
+                                    metrics=metrics, files=_files(folder), info=info)
         return EvaluationResult(status="ok", metrics=metrics, files=_files(folder), info=info)
 
 
@@ -386,9 +390,10 @@ def _load_metrics(load: dict[str, Any], settings: ServingSettings) -> dict[str, 
 
 
 def _loadgen_metrics(loadgen: dict[str, Any]) -> dict[str, float]:
-    """The highest VALID rate and the step behind it (0 QPS when no rate was VALID)."""
+    """The highest VALID rate and the step behind it: 0 QPS when every rate judged was over the SLO,
+    none when no rate was VALID and some could not be judged (loadgen["unjudged"] says why)."""
     metrics = {"serve_loadgen_steps": float(len(loadgen["steps"]))}
-    if not loadgen["steps"]:
+    if not loadgen["steps"] or loadgen["max_valid_qps"] is None:
         return metrics
     metrics["serve_loadgen_valid_qps"] = metrics["serve_max_qps_at_slo"] = float(loadgen["max_valid_qps"])
     best = loadgen.get("best") or {}

@@ -4,7 +4,9 @@ highest rate held within the SLO (tasks/evaluations/serving.py records the figur
 - the load table: per dataset, framework and concurrency, the mean (over folds and seeds) of the
   mean, p95 and p99 latency, the requests per second and the error rate: the table load tests quote;
 - the latency-throughput figure: per dataset, p99 against achieved requests/s, a line per framework;
-- the front: per dataset, `result` (up) against `serve_max_qps_at_slo` (up), and who is on it.
+- the front: per dataset, `result` (up) against `serve_max_qps_at_slo` (up), and who is on it;
+- the open loops not judged: a served job without `serve_max_qps_at_slo`, with the evaluation's
+  reason (LoadGen could not judge its rates in the time given), instead of a rate of 0.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tasks.vocabulary import RESULT
 STEP_METRIC = re.compile(r"^serve_c(\d+)_(mean_ms|p50_ms|p95_ms|p99_ms|rps|error_rate)$")
 MAX_QPS = "serve_max_qps_at_slo"
 SLO = "serve_slo_ms"
+REASON_TAG = "evaluation.serving.reason"  # tasks/tracking/job_run.py tags each evaluation's reason
 LOAD_COLUMNS = ["dataset", "framework", "concurrency", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "rps",
                 "error_rate", "jobs"]
 
@@ -67,6 +70,19 @@ def qps_front(jobs: pd.DataFrame) -> pd.DataFrame:
         # A higher rate is better: as a cost, its negative.
         points.loc[block.index, "on_front"] = on_front(block[RESULT].to_numpy(), -block[MAX_QPS].to_numpy())
     return points
+
+
+def not_judged(jobs: pd.DataFrame) -> list[str]:
+    """'dataset x framework: reason' for each served ok job whose open loop gave no highest rate."""
+    ok = jobs[jobs["ok"]]
+    if REASON_TAG not in ok:
+        return []
+    steps = [column for column in ok.columns if STEP_METRIC.match(str(column))]
+    served = ok[ok[steps].notna().any(axis=1)] if steps else ok.iloc[0:0]
+    missing = served[pd.to_numeric(served[MAX_QPS], errors="coerce").isna()] if MAX_QPS in served else served
+    reasons = missing[missing[REASON_TAG].fillna("").astype(str).str.strip() != ""]
+    return sorted({f"{row.dataset} x {row.framework}: {str(row[REASON_TAG]).splitlines()[0]}"
+                   for _, row in reasons.iterrows()})
 
 
 def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: Path) -> Path:
@@ -137,4 +153,8 @@ def section(jobs: pd.DataFrame, folder: Path, table_markdown: object) -> tuple[l
                   "minimum duration, query count and early stopping applied), or the Locust search's "
                   "(open_loop: locust); on_front = no framework has both a higher result and a higher "
                   "rate.", "", table_markdown(points), ""]
+    unjudged = not_judged(jobs)
+    if unjudged:
+        lines += ["Open loop without a highest rate (not a rate of 0: the load could not judge it):", "",
+                  *(f"- {line}" for line in unjudged), ""]
     return lines, figures
