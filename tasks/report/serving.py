@@ -5,6 +5,8 @@ highest rate held within the SLO (tasks/evaluations/serving.py records the figur
   mean, p95 and p99 latency, the requests per second and the error rate: the table load tests quote;
 - the latency-throughput figure: per dataset, p99 against achieved requests/s, a line per framework;
 - the front: per dataset, `result` (up) against `serve_max_qps_at_slo` (up), and who is on it;
+- the stacks: where a model was served by more than one stack (serving.stacks), each stack's median
+  latency at one user, highest rate at the SLO and start-up, and the best stack per model;
 - the open loops not judged: a served job without `serve_max_qps_at_slo`, with the evaluation's
   reason (LoadGen could not judge its rates in the time given), instead of a rate of 0.
 """
@@ -25,6 +27,9 @@ STEP_METRIC = re.compile(r"^serve_c(\d+)_(mean_ms|p50_ms|p95_ms|p99_ms|rps|error
 MAX_QPS = "serve_max_qps_at_slo"
 SLO = "serve_slo_ms"
 REASON_TAG = "evaluation.serving.reason"  # tasks/tracking/job_run.py tags each evaluation's reason
+# A figure of the stack table: serve_FIGURE (the mlflow stack) or serve_STACK_FIGURE (another).
+STACK_FIGURE = re.compile(r"^serve_(?:([a-z0-9]+)_)?(c1_p50_ms|max_qps_at_slo|startup_s)$")
+DEFAULT_STACK = "mlflow"  # tasks.evaluations.serving.DEFAULT_STACK (reports read figures, not evaluations)
 LOAD_COLUMNS = ["dataset", "framework", "concurrency", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "rps",
                 "error_rate", "jobs"]
 
@@ -83,6 +88,33 @@ def not_judged(jobs: pd.DataFrame) -> list[str]:
     reasons = missing[missing[REASON_TAG].fillna("").astype(str).str.strip() != ""]
     return sorted({f"{row.dataset} x {row.framework}: {str(row[REASON_TAG]).splitlines()[0]}"
                    for _, row in reasons.iterrows()})
+
+
+def stack_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """dataset, framework, stack, c1_p50_ms, max_qps_at_slo, startup_s (means over ok jobs), best: the
+    stack with the highest rate at the SLO (then the lowest latency); empty with one stack only."""
+    ok = jobs[jobs["ok"]]
+    parts = []
+    for column in ok.columns:
+        match = STACK_FIGURE.match(str(column))
+        if match is None:
+            continue
+        values = pd.to_numeric(ok[column], errors="coerce")
+        parts.append(ok.loc[values.notna(), ["dataset", "framework"]].assign(
+            stack=match.group(1) or DEFAULT_STACK, figure=match.group(2), value=values[values.notna()]))
+    if not parts:
+        return pd.DataFrame()
+    long = pd.concat(parts, ignore_index=True)
+    if long["stack"].nunique() < 2:
+        return pd.DataFrame()
+    table = long.pivot_table(index=["dataset", "framework", "stack"], columns="figure", values="value",
+                             aggfunc="mean").reset_index()
+    for figure in ("c1_p50_ms", "max_qps_at_slo", "startup_s"):
+        table[figure] = table.get(figure, np.nan)
+    ranked = table.sort_values(["max_qps_at_slo", "c1_p50_ms"], ascending=[False, True], na_position="last")
+    best = ranked.groupby(["dataset", "framework"])["stack"].first()
+    table["best"] = [best[(row.dataset, row.framework)] == row.stack for row in table.itertuples()]
+    return table[["dataset", "framework", "stack", "c1_p50_ms", "max_qps_at_slo", "startup_s", "best"]]
 
 
 def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: Path) -> Path:
@@ -153,6 +185,12 @@ def section(jobs: pd.DataFrame, folder: Path, table_markdown: object) -> tuple[l
                   "minimum duration, query count and early stopping applied), or the Locust search's "
                   "(open_loop: locust); on_front = no framework has both a higher result and a higher "
                   "rate.", "", table_markdown(points), ""]
+    stacks = stack_table(jobs)
+    if not stacks.empty:
+        stacks.to_csv(folder / "serving_stacks.csv", index=False)
+        lines += ["Stacks: the same model behind each serving stack (serving.stacks), after each answered "
+                  "the test fold as the model does in process; best = the highest rate at the SLO, then "
+                  "the lowest median latency at one user.", "", table_markdown(stacks), ""]
     unjudged = not_judged(jobs)
     if unjudged:
         lines += ["Open loop without a highest rate (not a rate of 0: the load could not judge it):", "",
