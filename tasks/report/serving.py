@@ -14,7 +14,9 @@ highest rate held within the SLO (tasks/evaluations/serving.py records the figur
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,21 +40,27 @@ def has_serving(jobs: pd.DataFrame) -> bool:
     return any(STEP_METRIC.match(str(column)) for column in jobs.columns) or MAX_QPS in jobs
 
 
-def load_table(jobs: pd.DataFrame) -> pd.DataFrame:
-    """LOAD_COLUMNS: one row per (dataset, framework, concurrency), means over its ok jobs."""
+def _long_figures(jobs: pd.DataFrame, pattern: re.Pattern[str], key: str,
+                  key_of: Callable[[re.Match[str]], Any]) -> pd.DataFrame:
+    """dataset, framework, `key`, figure, value: one row per ok job and metric column matching
+    `pattern` (its second group is the figure, `key_of` reads the key from the match)."""
     ok = jobs[jobs["ok"]]
-    rows = []
+    parts = []
     for column in ok.columns:
-        match = STEP_METRIC.match(str(column))
+        match = pattern.match(str(column))
         if match is None:
             continue
         values = pd.to_numeric(ok[column], errors="coerce")
-        part = ok.loc[values.notna(), ["dataset", "framework"]].assign(
-            concurrency=int(match.group(1)), figure=match.group(2), value=values[values.notna()])
-        rows.append(part)
-    if not rows:
+        parts.append(ok.loc[values.notna(), ["dataset", "framework"]].assign(
+            **{key: key_of(match)}, figure=match.group(2), value=values[values.notna()]))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def load_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """LOAD_COLUMNS: one row per (dataset, framework, concurrency), means over its ok jobs."""
+    long = _long_figures(jobs, STEP_METRIC, "concurrency", lambda match: int(match.group(1)))
+    if long.empty:
         return pd.DataFrame(columns=LOAD_COLUMNS)
-    long = pd.concat(rows, ignore_index=True)
     table = long.pivot_table(index=["dataset", "framework", "concurrency"], columns="figure", values="value",
                              aggfunc="mean")
     counts = long[long["figure"] == "p99_ms"].groupby(["dataset", "framework", "concurrency"]).size()
@@ -93,19 +101,8 @@ def not_judged(jobs: pd.DataFrame) -> list[str]:
 def stack_table(jobs: pd.DataFrame) -> pd.DataFrame:
     """dataset, framework, stack, c1_p50_ms, max_qps_at_slo, startup_s (means over ok jobs), best: the
     stack with the highest rate at the SLO (then the lowest latency); empty with one stack only."""
-    ok = jobs[jobs["ok"]]
-    parts = []
-    for column in ok.columns:
-        match = STACK_FIGURE.match(str(column))
-        if match is None:
-            continue
-        values = pd.to_numeric(ok[column], errors="coerce")
-        parts.append(ok.loc[values.notna(), ["dataset", "framework"]].assign(
-            stack=match.group(1) or DEFAULT_STACK, figure=match.group(2), value=values[values.notna()]))
-    if not parts:
-        return pd.DataFrame()
-    long = pd.concat(parts, ignore_index=True)
-    if long["stack"].nunique() < 2:
+    long = _long_figures(jobs, STACK_FIGURE, "stack", lambda match: match.group(1) or DEFAULT_STACK)
+    if long.empty or long["stack"].nunique() < 2:
         return pd.DataFrame()
     table = long.pivot_table(index=["dataset", "framework", "stack"], columns="figure", values="value",
                              aggfunc="mean").reset_index()
