@@ -19,7 +19,8 @@ BENCH_SERVING_FRAMEWORKS, BENCH_SERVING_H2O_BEFORE (1: measure the 100 calls; 0:
 BENCH_SERVING_STEPS (search steps per open loop, default 4), BENCH_SERVING_SLO_MS (default: the
 suite's), BENCH_SERVING_MAX_DURATION_S (LoadGen's longest step, default 30: 500 queries then need
 at least 17 QPS), BENCH_SERVING_CONCURRENCY (the closed loop's users per step, default 1,4,16) and
-BENCH_SERVING_DURATION_S (each closed-loop step's seconds, default 3).
+BENCH_SERVING_DURATION_S (each closed-loop step's seconds, default 3) and BENCH_SERVING_STACKS (the
+serving stacks, default mlflow; e.g. mlflow,onnxruntime: one row per model and stack).
 Run: `python -m bench.bench_serving` from the project root (part of `make bench`).
 """
 
@@ -64,6 +65,8 @@ def _serve_fresh(scratch: Path) -> list[Path]:
              "concurrency": concurrency, "search_steps": steps,
              "max_duration_s": float(os.environ.get("BENCH_SERVING_MAX_DURATION_S", "30"))}
     block = suite.evaluation_blocks()["serving"] | short
+    block["stacks"] = [name.strip() for name in os.environ.get("BENCH_SERVING_STACKS", "mlflow").split(",")]
+    block["time_s"] = 600 * len(block["stacks"])
     if os.environ.get("BENCH_SERVING_SLO_MS"):
         block["slo_ms"] = float(os.environ["BENCH_SERVING_SLO_MS"])
     spec = load_dataset_spec("breast_cancer")
@@ -106,33 +109,48 @@ def _h2o_unbounded_latency_s(job_dir: Path, calls: int = 100) -> tuple[float, in
         get_adapter("h2o").stop()
 
 
-def _row(job_dir: Path) -> dict[str, Any]:
+def _rows(job_dir: Path) -> list[dict[str, Any]]:
+    """One row per stack that served the job's model (its tags say which; older folders: mlflow)."""
+    from tasks.evaluations.serving import DEFAULT_STACK, stack_metric
+
     result = json.loads((job_dir / "result.json").read_text())
     payload = json.loads((job_dir / "job.json").read_text())
     serving = json.loads((job_dir / "evaluations" / "serving" / "result.json").read_text())
-    steps = serving.get("info", {}).get("steps", [])
-    closed = [step for step in steps if step["mode"] == "closed"]
-    loadgen = serving.get("info", {}).get("loadgen") or {}
-    counted_s = sum(step["duration_s"] for step in steps + loadgen.get("steps", []))
-    return {
-        "dataset": payload["job"]["dataset"], "framework": payload["job"]["framework"],
-        "status": serving["status"], "reason": serving.get("reason", "").splitlines()[:1],
-        "p99": {step["users"]: step["p99_ms"] for step in closed},
-        "max_qps": serving["metrics"].get("serve_max_qps_at_slo"),
-        "error_rate": max((step["error_rate"] for step in closed), default=float("nan")),
-        "wall_s": serving.get("wall_s", 0.0), "counted_s": counted_s,
-        "startup_s": serving["metrics"].get("serve_startup_s", float("nan")),
-        "build_s": serving.get("info", {}).get("pyfunc_build_s", float("nan")),
-        "latency_measure_s": result.get("info", {}).get("latency_measure_s"),
-        "latency_calls": result.get("costs", {}).get("latency_calls"),
-        "placement": serving.get("info", {}).get("load_placement", ""),
-        "open_loop": serving.get("info", {}).get("open_loop", "locust"),
-        "loadgen": loadgen,
-        # The Locust-only search: its highest arrival rate within the SLO (pctl is LoadGen's own).
-        "open_steps": [step for step in steps if step["mode"] == "open"],
-        "locust_best": max((step for step in steps if step["mode"] == "open" and step.get("within_slo")),
-                           key=lambda step: step["target_rate"], default={}),
-    }
+    tags = serving.get("tags", {})
+    stacks = [key.split(".")[1] for key in tags if key.count(".") == 1] or [DEFAULT_STACK]
+    rows = []
+    for stack in stacks:
+        info = serving.get("info", {})
+        info = info if stack == DEFAULT_STACK else info.get("stacks", {}).get(stack, {})
+        metrics = {name: serving["metrics"].get(stack_metric(stack, name)) for name in
+                   ("serve_max_qps_at_slo", "serve_startup_s")}
+        steps = info.get("steps", [])
+        closed = [step for step in steps if step["mode"] == "closed"]
+        loadgen = info.get("loadgen") or {}
+        counted_s = sum(step["duration_s"] for step in steps + loadgen.get("steps", []))
+        reason = tags.get(f"serving_stack.{stack}.reason") or serving.get("reason", "")
+        rows.append({
+            "dataset": payload["job"]["dataset"], "framework": f"{payload['job']['framework']}/{stack}",
+            "job_dir": job_dir,
+            "status": tags.get(f"serving_stack.{stack}", serving["status"]),
+            "reason": reason.splitlines()[:1] if tags.get(f"serving_stack.{stack}", "ok") != "ok" else [],
+            "p99": {step["users"]: step["p99_ms"] for step in closed},
+            "max_qps": metrics["serve_max_qps_at_slo"],
+            "error_rate": max((step["error_rate"] for step in closed), default=float("nan")),
+            "wall_s": serving.get("wall_s", 0.0), "counted_s": counted_s,
+            "startup_s": metrics["serve_startup_s"] or float("nan"),
+            "build_s": info.get("build_s", info.get("pyfunc_build_s", float("nan"))),
+            "latency_measure_s": result.get("info", {}).get("latency_measure_s"),
+            "latency_calls": result.get("costs", {}).get("latency_calls"),
+            "placement": serving.get("info", {}).get("load_placement", ""),
+            "open_loop": serving.get("info", {}).get("open_loop", "locust"),
+            "loadgen": loadgen,
+            # The Locust-only search: its highest arrival rate within the SLO (pctl is LoadGen's own).
+            "open_steps": [step for step in steps if step["mode"] == "open"],
+            "locust_best": max((step for step in steps if step["mode"] == "open" and step.get("within_slo")),
+                               key=lambda step: step["target_rate"], default={}),
+        })
+    return rows
 
 
 def main() -> None:
@@ -146,22 +164,23 @@ def main() -> None:
         folders = _serve_fresh(scratch)
         source = f"served here, into {scratch}"
     folders = [folder for folder in folders if (folder / "evaluations" / "serving" / "result.json").is_file()]
-    rows = [_row(folder) for folder in folders]
+    rows = [row for folder in folders for row in _rows(folder)]
     print(f"serving figures ({source}); timings are this machine's, under whatever else runs on it")
     steps = sorted({users for row in rows for users in row["p99"]})
-    header = "dataset          framework   status  " + " ".join(f"p99@c{u:<4}" for u in steps)
+    header = "dataset          framework/stack        status         " + " ".join(
+        f"p99@c{u:<4}" for u in steps)
     print(header + "  maxQPS@SLO  err_rate  placement")
     for row in rows:
         cells = " ".join(f"{row['p99'].get(u, float('nan')):9.1f}" for u in steps)
         qps = row["max_qps"] if row["max_qps"] is not None else float("nan")
-        print(f"{row['dataset']:<16} {row['framework']:<11} {row['status']:<7} {cells}  "
+        print(f"{row['dataset']:<16} {row['framework']:<22} {row['status']:<14} {cells}  "
               f"{qps:10.1f}  {row['error_rate']:8.3f}  {row['placement']}")
         if row["reason"]:
             print(f"    {row['reason'][0]}")
 
     print("\nopen loop: LoadGen server scenario (highest VALID target QPS at the SLO) beside Locust's search")
-    print("dataset          framework   open_loop  maxQPS   p99_ms  pctl_ms  queries  step_s  server_cpu%  "
-          "verdicts (qps:verdict)")
+    print("dataset          framework/stack        open_loop  maxQPS   p99_ms  pctl_ms  queries  step_s  "
+          "server_cpu%  verdicts (qps:verdict)")
     for row in rows:
         best = row["loadgen"].get("best") or row["locust_best"]
         verdicts = " ".join(f"{step['target_qps']:.4g}:{'ok' if step['within_slo'] else step['validity']}"
@@ -170,7 +189,7 @@ def main() -> None:
                                         for step in row["open_steps"])
         qps = row["max_qps"] if row["max_qps"] is not None else float("nan")
         nan = float("nan")
-        print(f"{row['dataset']:<16} {row['framework']:<11} {row['open_loop']:<9} {qps:7.1f}  "
+        print(f"{row['dataset']:<16} {row['framework']:<22} {row['open_loop']:<9} {qps:7.1f}  "
               f"{best.get('p99_ms', nan):7.1f}  {best.get('percentile_latency_ms', nan):7.1f}  "
               f"{best.get('queries', best.get('requests', 0)):7d}  {best.get('duration_s', nan):6.1f}  "
               f"{best.get('server_cpu_percent', nan):11.0f}  {verdicts}")
@@ -191,7 +210,7 @@ def main() -> None:
     if overheads:
         print(f"  median overhead {statistics.median(overheads):.1f} s over {len(overheads)} jobs")
 
-    h2o = [(folder, row) for folder, row in zip(folders, rows, strict=False) if row["framework"] == "h2o"]
+    h2o = [(row["job_dir"], row) for row in rows if row["framework"] == "h2o/mlflow"]
     print("\nH2O in-process single-row latency per job (s)")
     if not h2o:
         print("  no H2O job in these folders (run `automl-eval run serving` first)")

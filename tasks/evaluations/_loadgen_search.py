@@ -15,6 +15,12 @@ VALID, so that the search holds a rate over the SLO, then bisects between the hi
 the lowest INVALID one. An HTTP error is a reading: the query still completes
 for LoadGen, the step counts it, and a step with errors is over its SLO whatever LoadGen says.
 Each step records the server process tree's CPU % and peak RSS (psutil).
+
+At Q QPS LoadGen needs about min_query_count / Q seconds to issue its minimum of queries; a step
+capped below that ends INVALID ("exited early") whatever the model, so a low rate's step is
+lengthened past max_duration_s while the time left allows. A rate whose minimum does not fit in
+the time left is not judged: the result names it and why (``unjudged``), and reports no highest
+VALID rate rather than 0 when no rate was judged VALID.
 """
 
 from __future__ import annotations
@@ -43,6 +49,11 @@ DETAIL_FILE = "mlperf_log_detail.txt"
 HEADERS = {"Content-Type": "application/json"}
 MAX_SENDERS = 256
 SAMPLE_S = 0.25
+# LoadGen's verdict when a step's cap came before its minimum of queries: not a reading of the server.
+TOO_FEW_QUERIES = "before enough queries were issued"
+# Poisson arrivals: n queries take n / Q seconds on average, give or take sqrt(n) / Q; a lengthened
+# step allows this many spreads more, and a second, so that chance alone does not end it early.
+ARRIVAL_SPREADS = 4.0
 
 
 @dataclass
@@ -69,6 +80,7 @@ class LoadGenStep:
     first_error: str = ""
     server_cpu_percent: float = math.nan  # of one core: 250 means two and a half cores busy
     server_peak_rss_mb: float = math.nan
+    max_duration_s: float = math.nan  # the cap this step ran under (lengthened for a low rate)
     log_dir: str = ""  # relative to the evaluation folder
 
 
@@ -184,6 +196,14 @@ class _ServerSampler:
         return cpu_percent, self.sampler.peak_rss_mb
 
 
+def step_cap_s(plan: dict[str, Any], rate: float) -> float:
+    """The step's duration cap at `rate`: max_duration_s, or longer where LoadGen needs longer to issue
+    min_query_count Poisson queries at that rate."""
+    queries = int(plan["min_query_count"])
+    needed_s = (queries + ARRIVAL_SPREADS * math.sqrt(queries)) / rate + 1.0
+    return max(float(plan["max_duration_s"]), needed_s)
+
+
 def test_settings(plan: dict[str, Any], rate: float) -> lg.TestSettings:
     settings = lg.TestSettings()
     settings.scenario = lg.TestScenario.Server
@@ -193,7 +213,7 @@ def test_settings(plan: dict[str, Any], rate: float) -> lg.TestSettings:
     settings.server_target_latency_percentile = float(plan["latency_percentile"])
     settings.min_duration_ms = int(plan["min_duration_s"] * 1000)
     settings.min_query_count = int(plan["min_query_count"])
-    settings.max_duration_ms = int(plan["max_duration_s"] * 1000)
+    settings.max_duration_ms = int(step_cap_s(plan, rate) * 1000)
     return settings
 
 
@@ -222,7 +242,7 @@ def run_step(plan: dict[str, Any], rate: float, index: int, bodies: list[bytes])
         sut_object.close()
     detail = read_detail_log(log_dir / DETAIL_FILE) if (log_dir / DETAIL_FILE).is_file() else {}
     step = LoadGenStep(target_qps=rate, log_dir=str(log_dir.relative_to(out)),
-                       duration_s=time.monotonic() - started)
+                       duration_s=time.monotonic() - started, max_duration_s=step_cap_s(plan, rate))
     step.validity = str(detail.get("result_validity", "INVALID"))
     step.invalid_reason = str(detail.get("result_invalid_reason") or "")
     step.early_stopping_met = detail.get("early_stopping_met")
@@ -244,21 +264,40 @@ def run_step(plan: dict[str, Any], rate: float, index: int, bodies: list[bytes])
 
 
 def search(plan: dict[str, Any], bodies: list[bytes], deadline: float) -> dict[str, Any]:
-    """LoadGen verdicts at the suite's rates, or a bisection for the highest VALID rate."""
+    """LoadGen verdicts at the suite's rates, or a bisection for the highest VALID rate.
+
+    `max_valid_qps` is None when no rate was VALID and some rate could not be judged (`unjudged`
+    says which and why): 0 would read as "this model cannot be served at any rate".
+    """
     steps: list[LoadGenStep] = []
-    found: dict[str, Any] = {"max_valid_qps": 0.0, "stopped_early": ""}
-    step_s = float(plan["max_duration_s"]) + float(plan["drain_s"])
+    unjudged: dict[float, str] = {}  # rate: why LoadGen could not judge it
+    found: dict[str, Any] = {"max_valid_qps": 0.0, "stopped_early": "", "unjudged": ""}
+    drain_s = float(plan["drain_s"])
 
     def judge(rate: float) -> LoadGenStep | None:
-        if time.monotonic() + step_s > deadline:
+        cap_s, left_s = step_cap_s(plan, rate), deadline - time.monotonic()
+        queries = int(plan["min_query_count"])
+        if cap_s + drain_s <= left_s:
+            steps.append(run_step(plan, rate, len(steps), bodies))
+            if TOO_FEW_QUERIES not in steps[-1].invalid_reason:
+                return steps[-1]
+            unjudged[rate] = (f"its step ended after {steps[-1].queries} of the min_query_count of "
+                              f"{queries} queries")
+        elif cap_s <= float(plan["max_duration_s"]):  # an ordinary step: the time is simply spent
             found["stopped_early"] = f"the time limit came after {len(steps)} LoadGen steps"
             return None
-        steps.append(run_step(plan, rate, len(steps), bodies))
-        return steps[-1]
+        else:
+            unjudged[rate] = (f"its min_query_count of {queries} queries takes about {cap_s:.0f} s at "
+                              f"{rate:.4g} QPS, more than the {max(left_s, 0.0):.0f} s left of "
+                              "serving.time_s; raise serving.time_s or lower serving.min_query_count")
+        found["unjudged"] = (f"LoadGen could not judge {', '.join(f'{r:.4g}' for r in sorted(unjudged))} "
+                             f"QPS: {unjudged[min(unjudged)]}")
+        return None
 
     if plan.get("target_qps"):
         for rate in plan["target_qps"]:
-            if judge(float(rate)) is None:
+            # Ascending: a higher rate issues its minimum sooner, so it may still fit.
+            if judge(float(rate)) is None and found["stopped_early"]:
                 break
     else:
         # The closed loop's best throughput is a first guess at capacity, not a bound: an open loop
@@ -269,7 +308,7 @@ def search(plan: dict[str, Any], bodies: list[bytes], deadline: float) -> dict[s
             if rate <= 0:
                 break
             step = judge(rate)
-            if step is None:
+            if step is None:  # out of time, or a rate too low to judge in the time left
                 break
             if step.within_slo:
                 low = rate
@@ -281,6 +320,8 @@ def search(plan: dict[str, Any], bodies: list[bytes], deadline: float) -> dict[s
     if valid:
         best = max(valid, key=lambda step: step.target_qps)
         found.update(max_valid_qps=best.target_qps, best=asdict(best))
+    elif unjudged:
+        found["max_valid_qps"] = None
     found["steps"] = [asdict(step) for step in steps]
     return found
 

@@ -67,12 +67,12 @@ logger = logging.getLogger("automl_eval.tracking")
 
 def predictions_frame(model: Any, task: Any, X: pd.DataFrame) -> pd.DataFrame:
     """The job's prediction table for X: labels or values, then class probabilities."""
-    frame = pd.DataFrame({PREDICTION_COLUMN: pd.Series(model.predict(X)).to_numpy()}, index=X.index)
-    if task.is_classification:
-        proba = model.predict_proba(X)
-        for label in proba.columns:
-            frame[f"{PROBA_PREFIX}{label}"] = proba[label].to_numpy(dtype=float)
-    return frame
+    if not task.is_classification:
+        return pd.DataFrame({PREDICTION_COLUMN: pd.Series(model.predict(X)).to_numpy()}, index=X.index)
+    labels, proba = model.predict_with_proba(X)  # one model call where the model offers it
+    columns = {PREDICTION_COLUMN: pd.Series(labels).to_numpy()}
+    columns |= {f"{PROBA_PREFIX}{label}": proba[label].to_numpy(dtype=float) for label in proba.columns}
+    return pd.DataFrame(columns, index=X.index)
 
 
 class AdapterPyfunc(mlflow.pyfunc.PythonModel):

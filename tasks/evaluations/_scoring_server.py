@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tasks import resources
 from tasks.child_process import die_with_parent, error_tail
@@ -96,6 +97,7 @@ class ScoringServer:
         self.healthcheck_s = healthcheck_s
         self.process: subprocess.Popen[bytes] | None = None
         self.started = 0.0
+        self.details: dict[str, Any] = {}  # what the stack records about its server (info)
 
     @property
     def url(self) -> str:
@@ -105,6 +107,9 @@ class ScoringServer:
         return [sys.executable, "-m", "mlflow", "models", "serve", "-m", str(self.model_folder),
                 "-h", HOST, "-p", str(self.port), "-w", str(self.workers), "-t", str(self.request_timeout_s),
                 "--env-manager", "local"]
+
+    def environment(self) -> dict[str, str]:
+        return _server_environment(len(self.cores) or 1, self.healthcheck_s)
 
     def __enter__(self) -> ScoringServer:
         return self
@@ -119,8 +124,7 @@ class ScoringServer:
         self.started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(), cwd=self.log_path.parent,
-                env=_server_environment(len(self.cores) or 1, self.healthcheck_s),
+                self.command(), cwd=self.log_path.parent, env=self.environment(),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: the stop reaches all its workers
                 # Killed with the evaluation's process, which a watchdog may SIGKILL (the CLI in

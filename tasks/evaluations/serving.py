@@ -10,8 +10,10 @@ tasks/evaluations/_loadgen_search.py): LoadGen's Poisson queries, minimum durati
 early stopping and VALID/INVALID verdict at the latency percentile; ``open_loop: locust`` keeps the
 older Locust-only search (a p99 from whatever one step counted). ``preset: ci`` keeps LoadGen's steps
 short enough for CI; ``preset: mlperf`` takes MLPerf's own minimums (10 minutes and 270,336 queries a
-step), for real runs. Errors are readings: a step with failed requests is over its SLO and keeps the
-first error; the evaluation fails only when the server dies or never answers.
+step), for real runs. A rate too low for its minimum of queries to fit in max_duration_s gets a longer
+step while time_s allows; one that still does not fit is named in the reason, never reported as 0 QPS.
+Errors are readings: a step with failed requests is over its SLO and keeps the first error; the
+evaluation fails only when the server dies or never answers.
 
 With two or more cores the load runs on the job's last core and the server on the others; with
 one core both share it (``info.load_placement`` says which).
@@ -26,9 +28,12 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import numpy as np
+import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from tasks.child_process import die_with_parent, error_tail
@@ -36,11 +41,13 @@ from tasks.evaluations._loadgen_search import LOADGEN_DIR, LOADGEN_RESULT, SUMMA
 from tasks.evaluations._scoring_server import SERVER_LOG, ScoringServer, ServingFailure
 from tasks.evaluations._serving_load import CSV_DIR, HISTORY_CSV, LOAD_RESULT
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
-from tasks.frameworks.registry import FRAMEWORK_FILE
+from tasks.evaluations.stacks import ServingStack, all_stacks, unusable_stack_reason
+from tasks.frameworks.capabilities import NotOffered
 from tasks.launch import PACKAGE_ROOT, python_environment
-from tasks.results import INPUT_EXAMPLE_FILE, PREDICTIONS_FILE
+from tasks.predictions import PREDICTION, PROBA_PREFIX
 
-PYFUNC_FOLDER = "pyfunc"  # the served model, inside the evaluation's folder
+DEFAULT_STACK = "mlflow"  # its figures keep the names serve_*; another stack's are serve_STACK_*
+STACKS_DIR = "stacks"  # another stack's files, in a folder of its own: stacks/NAME/
 BODIES_FILE = "bodies.jsonl"
 PLAN_FILE = "load_plan.json"
 LOAD_LOG = "load.log"
@@ -83,6 +90,16 @@ class ServingSettings(EvaluationSettings):
     latency_percentile: float = Field(default=0.99, gt=0, lt=1)  # LoadGen's bound: this share within slo_ms
     # LoadGen verdicts at these rates instead of the bisection.
     target_qps: list[float] = Field(default_factory=list)
+    # The stacks that serve the model, each measured alike (tasks/evaluations/stacks/).
+    stacks: list[str] = Field(default_factory=lambda: [DEFAULT_STACK], min_length=1)
+
+    @field_validator("stacks")
+    @classmethod
+    def _installed_stacks(cls, value: list[str]) -> list[str]:
+        reason = unusable_stack_reason(value)
+        if reason is not None:
+            raise ValueError(reason)
+        return list(dict.fromkeys(value))
 
     @field_validator("concurrency")
     @classmethod
@@ -108,10 +125,10 @@ class ServingSettings(EvaluationSettings):
         if needed > self.time_s:
             step_s = max_duration_s if self.open_loop == "loadgen" else self.duration_s
             raise ValueError(
-                f"time_s {self.time_s} is too short for the plan: startup_timeout_s "
-                f"{self.startup_timeout_s:g} + {len(self.concurrency)} closed-loop steps of duration_s "
-                f"{self.duration_s:g} + {self.open_steps()} open-loop steps of up to {step_s:g} s "
-                f"need about {math.ceil(needed)} s; raise time_s or shorten the steps")
+                f"time_s {self.time_s} is too short for the plan: {len(self.stacks)} stack(s) x "
+                f"(startup_timeout_s {self.startup_timeout_s:g} + {len(self.concurrency)} closed-loop steps "
+                f"of duration_s {self.duration_s:g} + {self.open_steps()} open-loop steps of up to "
+                f"{step_s:g} s) need about {math.ceil(needed)} s; raise time_s or shorten the steps")
         return self
 
     def loadgen_limits(self) -> tuple[float, int, float]:
@@ -130,8 +147,9 @@ class ServingSettings(EvaluationSettings):
     def planned_s(self) -> float:
         """The longest the plan can take: start-up, warm-up, each step and its drain."""
         step_s = self.loadgen_limits()[2] if self.open_loop == "loadgen" else self.duration_s
-        return (self.startup_timeout_s + WARMUP_S + len(self.concurrency) * self.duration_s
-                + self.open_steps() * (step_s + self.drain_s()))
+        one_stack = (self.startup_timeout_s + WARMUP_S + len(self.concurrency) * self.duration_s
+                     + self.open_steps() * (step_s + self.drain_s()))
+        return len(self.stacks) * one_stack
 
 
 def step_metric(users: int, figure: str) -> str:
@@ -170,85 +188,158 @@ class ServingEvaluation(PostJobEvaluation):
         "serve_slo_ms": "the latency bound serve_max_qps_at_slo was searched for, ms",
         "serve_startup_s": "scoring server start until /ping first answered 200, seconds",
         "serve_p99_ms": "p99 latency at the ladder's highest concurrency, ms (the cost figure compare uses)",
+        "serve_STACK_FIGURE": "a serve_FIGURE above measured on a stack other than mlflow (serving.stacks), "
+                              "e.g. serve_onnxruntime_c1_p99_ms",
+    }
+    tags: ClassVar[dict[str, str]] = {
+        "serving_stack.STACK": "each stack's outcome: ok | partial | skipped (the model cannot use it) | "
+                               "parity failed | failed",
+        "serving_stack.STACK.reason": "why a stack was skipped, failed parity (the largest difference) or "
+                                      "failed",
     }
     grace_s = LOAD_GRACE_S
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
-        # MLflow takes seconds to import; the registry imports every evaluation module (to plan a run,
-        # and in each evaluation's process), and only serving's run needs it.
-        from tasks.evaluations._pyfunc import (  # inside: MLflow, only when serving runs
-            never_missing,
-            save_pyfunc,
-            signature_and_example,
-        )
-
         settings: ServingSettings = context.settings  # type: ignore[assignment]
         folder = context.folder
         server_cores, load_cores = _placement(context.cores)
         info: dict[str, Any] = {
             "server_cores": server_cores, "load_cores": load_cores,
             "load_placement": "separate cores" if set(server_cores).isdisjoint(load_cores) else "shared core",
-            "workers": context.budget.cores, "slo_ms": settings.slo_ms,
+            "workers": context.budget.cores, "slo_ms": settings.slo_ms, "open_loop": settings.open_loop,
         }
-        started = time.monotonic()
-        # The signature the logged model gets (tracking): serving checks requests against it, and a
-        # column of images is `binary`, base64 text in the JSON body.
-        job_dir = context.job_dir
-        signature, _ = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
-                                             never_missing(context.spec.name))
-        model = save_pyfunc(context.model_dir, folder / PYFUNC_FOLDER, context.job.framework,
-                            _framework_version(context), signature=signature)
-        info["signature"] = signature.inputs.to_dict() if signature is not None else None
-        info["pyfunc_build_s"] = time.monotonic() - started
         bodies = _write_bodies(context, folder / BODIES_FILE)
-        server = ScoringServer(model, workers=context.budget.cores, cores=server_cores, log_dir=folder,
-                               healthcheck_s=settings.startup_timeout_s)
-        info["port"] = server.port
         metrics: dict[str, float] = {}
-        try:
-            with server:
-                server.start()
-                metrics["serve_startup_s"] = server.wait_until_up(settings.startup_timeout_s)
-                status, answer = server.invoke(bodies[0])
-                if status != 200:
-                    raise ServingFailure(f"the scoring server answered /invocations with HTTP {status}: "
-                                         f"{answer.strip()[:300]}")
-                info["first_answer"] = answer[:1000]
-                load = _run_load(context, settings, server, load_cores)
-                info["load_s"] = load.pop("wall_s")
-                _check_alive(server, "the closed loop")
-                loadgen: dict[str, Any] | None = None
-                if settings.open_loop == "loadgen" and settings.open_steps():
-                    loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load))
-                    info["loadgen_s"] = loadgen.pop("wall_s")
-                    _check_alive(server, "LoadGen's open loop")
-                info["worker_restarts"] = server.worker_restarts()
-        except ServingFailure as failure:
+        tags: dict[str, str] = {}
+        files: list[str] = []
+        problems: list[tuple[str, str, str]] = []  # (stack, status, reason) of each stack not ok
+        stacks = all_stacks()
+        for name in settings.stacks:
+            # The mlflow stack keeps the evaluation's folder and figure names; another has its own.
+            stack_folder = folder if name == DEFAULT_STACK else folder / STACKS_DIR / name
+            stack_folder.mkdir(parents=True, exist_ok=True)
+            outcome = _serve_stack(context, settings, stacks[name], stack_folder, server_cores, load_cores,
+                                   bodies)
+            metrics.update({stack_metric(name, metric): value for metric, value in outcome.metrics.items()})
+            if name == DEFAULT_STACK:
+                info.update(outcome.info)
+            else:
+                info.setdefault("stacks", {})[name] = outcome.info
+            files += [str((stack_folder / file).relative_to(folder)) for file in _files(stack_folder)]
+            tags[f"serving_stack.{name}"] = outcome.status
+            if outcome.status != "ok":
+                tags[f"serving_stack.{name}.reason"] = outcome.reason.splitlines()[0][:500]
+                problems.append((name, outcome.status, outcome.reason))
+        if len(settings.stacks) == 1 and problems:  # one stack: its outcome is the evaluation's
+            _, status, reason = problems[0]
+            status = "ok" if status == "skipped" else "partial" if status == "partial" else "failed"
+            return EvaluationResult(status=status, reason=reason, metrics=metrics, files=files, info=info,
+                                    tags=tags)
+        broken = [name for name, what, _ in problems if what in ("failed", "parity failed")]
+        noted = [name for name, what, _ in problems if what != "skipped"]
+        status = "failed" if len(broken) == len(settings.stacks) else "partial" if noted else "ok"
+        reason = "; ".join(f"{name}: {what} ({why.splitlines()[0]})" for name, what, why in problems)
+        return EvaluationResult(status=status, reason=reason, metrics=metrics, files=files, info=info,
+                                tags=tags)
+
+
+@dataclass
+class StackOutcome:
+    """One stack's part of the evaluation: ok, partial, skipped, parity failed or failed."""
+
+    status: str
+    reason: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)  # the mlflow stack's names
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def stack_metric(stack: str, metric: str) -> str:
+    """A figure's name for a stack: the mlflow stack's as they are, another's with the stack's name."""
+    return metric if stack == DEFAULT_STACK else metric.replace("serve_", f"serve_{stack}_", 1)
+
+
+def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: ServingStack, folder: Path,
+                 server_cores: list[int], load_cores: list[int], bodies: list[bytes]) -> StackOutcome:
+    """Parity on the test fold first; then the closed loop and the open loop on a stack that agrees."""
+    started = time.monotonic()
+    try:
+        server = stack.server(context, folder, server_cores, settings.startup_timeout_s)
+    except NotOffered as exc:
+        return StackOutcome("skipped", f"the model cannot use the {stack.name} stack: {exc}")
+    info: dict[str, Any] = {"port": server.port, "build_s": time.monotonic() - started, **server.details}
+    if stack.name == DEFAULT_STACK:
+        info["pyfunc_build_s"] = info["build_s"]
+    metrics: dict[str, float] = {}
+    try:
+        with server:
+            server.start()
+            metrics["serve_startup_s"] = server.wait_until_up(settings.startup_timeout_s)
+            status, answer = server.invoke(bodies[0])
+            if status != 200:
+                raise ServingFailure(f"the {stack.name} server answered /invocations with HTTP {status}: "
+                                     f"{answer.strip()[:300]}")
+            info["first_answer"] = answer[:1000]
+            gap, limit = parity_gap(server, context, stack.parity_tolerance)
+            info.update(parity_max_abs=gap, parity_tolerance=limit)
+            if gap > limit:
+                return StackOutcome("parity failed", info=info, reason=(
+                    f"the {stack.name} stack's answers on the test fold differ from the model's in "
+                    f"process by up to {gap:.3g}, over its tolerance {limit:.3g}, so none of its figures "
+                    "is reported"))
+            load = _run_load(context, settings, server, load_cores, folder)
+            info["load_s"] = load.pop("wall_s")
+            _check_alive(server, "the closed loop")
+            loadgen: dict[str, Any] | None = None
+            if settings.open_loop == "loadgen" and settings.open_steps():
+                loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load), folder)
+                info["loadgen_s"] = loadgen.pop("wall_s")
+                _check_alive(server, "LoadGen's open loop")
             info["worker_restarts"] = server.worker_restarts()
-            return EvaluationResult(status="failed", reason=f"{failure}.\n{server.log_tail()}".strip(),
-                                    metrics=metrics, files=_files(folder), info=info)
-        metrics.update(_load_metrics(load, settings))
-        info.update(steps=load["steps"], search=load["search"], warmup=load["warmup"],
-                    open_loop=settings.open_loop)
-        if loadgen is not None:
-            metrics.update(_loadgen_metrics(loadgen))
-            info["loadgen"] = loadgen
-            info["loadgen_settings"] = dict(zip(("min_duration_s", "min_query_count", "max_duration_s"),
-                                                settings.loadgen_limits(), strict=True)) | {
-                "preset": settings.preset, "latency_percentile": settings.latency_percentile}
-        counted = [step for step in load["steps"] if step["requests"]]
-        answered = sum(step["requests"] - step["failures"] for step in counted)
-        if counted and answered == 0:  # it never answered under load: no figure here is a reading
-            first = next(step for step in counted if step["first_error"])
-            reason = (f"every request to /invocations under load failed, the first at {first['name']}: "
-                      f"{first['first_error']}.\n{server.log_tail()}").strip()
-            return EvaluationResult(status="failed", reason=reason, metrics=metrics, files=_files(folder),
-                                    info=info)
-        stopped_early = load["stopped_early"] or (loadgen or {}).get("stopped_early", "")
-        if stopped_early:
-            return EvaluationResult(status="partial", reason=stopped_early, metrics=metrics,
-                                    files=_files(folder), info=info)
-        return EvaluationResult(status="ok", metrics=metrics, files=_files(folder), info=info)
+    except ServingFailure as failure:
+        info["worker_restarts"] = server.worker_restarts()
+        return StackOutcome("failed", f"{failure}.\n{server.log_tail()}".strip(), metrics, info)
+    metrics.update(_load_metrics(load, settings))
+    info.update(steps=load["steps"], search=load["search"], warmup=load["warmup"])
+    if loadgen is not None:
+        metrics.update(_loadgen_metrics(loadgen))
+        info["loadgen"] = loadgen
+        info["loadgen_settings"] = dict(zip(("min_duration_s", "min_query_count", "max_duration_s"),
+                                            settings.loadgen_limits(), strict=True)) | {
+            "preset": settings.preset, "latency_percentile": settings.latency_percentile}
+    counted = [step for step in load["steps"] if step["requests"]]
+    answered = sum(step["requests"] - step["failures"] for step in counted)
+    if counted and answered == 0:  # it never answered under load: no figure here is a reading
+        first = next(step for step in counted if step["first_error"])
+        reason = (f"every request to /invocations under load failed, the first at {first['name']}: "
+                  f"{first['first_error']}.\n{server.log_tail()}")
+        return StackOutcome("failed", reason.strip(), metrics, info)
+    # A rate LoadGen could not judge leaves the figures partial: the reason says which and why.
+    loadgen_notes = [(loadgen or {}).get(key, "") for key in ("stopped_early", "unjudged")]
+    partial = [load["stopped_early"], *loadgen_notes]
+    if any(partial):
+        return StackOutcome("partial", "; ".join(part for part in partial if part), metrics, info)
+    return StackOutcome("ok", "", metrics, info)
+
+
+def parity_gap(server: ScoringServer, context: EvaluationContext, tolerance: float) -> tuple[float, float]:
+    """(largest |served - in process| on the test fold, the limit it is held to): probabilities as
+    they are; regression values relative to their mean |value|, as the export evaluation holds them."""
+    X_test = context.fold.X_test
+    status, answer = server.invoke(_body(_client_rows(X_test)), timeout_s=REQUEST_TIMEOUT_S * 4)
+    if status != 200:
+        raise ServingFailure(f"the server answered the test fold with HTTP {status}: {answer.strip()[:300]}")
+    served = pd.DataFrame(json.loads(answer)["predictions"])
+    model, task = context.model, context.fold.task
+    if task.is_classification:
+        expected = model.predict_proba(X_test)
+        columns = [f"{PROBA_PREFIX}{label}" for label in expected.columns]
+        if not set(columns) <= set(served.columns):
+            raise ServingFailure(f"the server's answer has the columns {list(served.columns)}, not {columns}")
+        gap = np.abs(served[columns].to_numpy(dtype=float) - expected.to_numpy(dtype=float))
+        return float(np.max(gap)) if gap.size else 0.0, tolerance
+    values = np.asarray(model.predict(X_test), dtype=float)
+    gap = np.abs(served[PREDICTION].to_numpy(dtype=float) - values)
+    return float(np.max(gap)) if gap.size else 0.0, tolerance * max(1.0, float(np.mean(np.abs(values))))
 
 
 def _check_alive(server: ScoringServer, phase: str) -> None:
@@ -272,37 +363,40 @@ def _placement(cores: list[int]) -> tuple[list[int], list[int]]:
     return list(cores), list(cores)
 
 
-def _framework_version(context: EvaluationContext) -> str:
-    identity = json.loads((context.model_dir / FRAMEWORK_FILE).read_text())
-    return str(identity.get("version") or "")
-
-
 def _write_bodies(context: EvaluationContext, path: Path) -> list[bytes]:
-    """One /invocations JSON body per test-fold row (dataframe_split, the way a client sends it).
-    Encoded images (bytes) travel as base64 text, as MLflow's JSON format has a binary column."""
+    """One /invocations JSON body per test-fold row, written to `path` for the load processes."""
     X_test = context.fold.X_test
-    rows = X_test.iloc[: min(MAX_BODIES, len(X_test))].copy()
+    rows = _client_rows(X_test.iloc[: min(MAX_BODIES, len(X_test))])
+    lines = [_body(rows.iloc[[position]]).decode() for position in range(len(rows))]
+    path.write_text("\n".join(lines) + "\n")
+    return [line.encode() for line in lines]
+
+
+def _client_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows as a client sends them: encoded images (bytes) as base64 text, as MLflow's JSON
+    format has a binary column."""
+    rows = rows.copy()
     for column in rows.columns:
         if rows[column].map(lambda value: isinstance(value, (bytes, bytearray))).any():
             rows[column] = rows[column].map(
                 lambda value: base64.b64encode(value).decode("ascii") if isinstance(value, (bytes, bytearray))
                 else value)
-    lines = []
-    for position in range(len(rows)):
-        split = json.loads(rows.iloc[[position]].to_json(orient="split", index=False, date_format="iso"))
-        lines.append(json.dumps({"dataframe_split": {"columns": split["columns"], "data": split["data"]}}))
-    path.write_text("\n".join(lines) + "\n")
-    return [line.encode() for line in lines]
+    return rows
+
+
+def _body(rows: pd.DataFrame) -> bytes:
+    """One /invocations JSON body of these rows (dataframe_split, the way a client sends it)."""
+    split = json.loads(rows.to_json(orient="split", index=False, date_format="iso"))
+    return json.dumps({"dataframe_split": {"columns": split["columns"], "data": split["data"]}}).encode()
 
 
 def _run_load(context: EvaluationContext, settings: ServingSettings, server: ScoringServer,
-              cores: list[int]) -> dict[str, Any]:
+              cores: list[int], folder: Path) -> dict[str, Any]:
     """Locust: warm-up, the closed-loop ladder, and (open_loop: locust) its own open-loop search."""
-    folder = context.folder
     loadgen_s = settings.open_steps() * (settings.loadgen_limits()[2] + settings.drain_s())
     time_s = max(1.0, context.time_left_s() - 5.0 - (loadgen_s if settings.open_loop == "loadgen" else 0))
     plan = {
-        "url": server.url, "bodies_file": str(folder / BODIES_FILE), "out_dir": str(folder),
+        "url": server.url, "bodies_file": str(context.folder / BODIES_FILE), "out_dir": str(folder),
         "concurrency": settings.concurrency, "duration_s": settings.duration_s,
         "max_requests": settings.max_requests, "slo_ms": settings.slo_ms,
         "search_steps": settings.search_steps if settings.open_loop == "locust" else 0,
@@ -315,13 +409,12 @@ def _run_load(context: EvaluationContext, settings: ServingSettings, server: Sco
 
 
 def _run_loadgen(context: EvaluationContext, settings: ServingSettings, server: ScoringServer,
-                 cores: list[int], high_qps: float) -> dict[str, Any]:
+                 cores: list[int], high_qps: float, folder: Path) -> dict[str, Any]:
     """LoadGen's server scenario: verdicts at target_qps, or the bisection below the closed loop's best."""
-    folder = context.folder
     min_duration_s, min_query_count, max_duration_s = settings.loadgen_limits()
     time_s = max(1.0, context.time_left_s() - 5.0)
     plan = {
-        "url": server.url, "bodies_file": str(folder / BODIES_FILE), "out_dir": str(folder),
+        "url": server.url, "bodies_file": str(context.folder / BODIES_FILE), "out_dir": str(folder),
         "slo_ms": settings.slo_ms, "latency_percentile": settings.latency_percentile,
         "min_duration_s": min_duration_s, "min_query_count": min_query_count,
         "max_duration_s": max_duration_s, "drain_s": settings.drain_s(),
@@ -386,9 +479,10 @@ def _load_metrics(load: dict[str, Any], settings: ServingSettings) -> dict[str, 
 
 
 def _loadgen_metrics(loadgen: dict[str, Any]) -> dict[str, float]:
-    """The highest VALID rate and the step behind it (0 QPS when no rate was VALID)."""
+    """The highest VALID rate and the step behind it: 0 QPS when every rate judged was over the SLO,
+    none when no rate was VALID and some could not be judged (loadgen["unjudged"] says why)."""
     metrics = {"serve_loadgen_steps": float(len(loadgen["steps"]))}
-    if not loadgen["steps"]:
+    if not loadgen["steps"] or loadgen["max_valid_qps"] is None:
         return metrics
     metrics["serve_loadgen_valid_qps"] = metrics["serve_max_qps_at_slo"] = float(loadgen["max_valid_qps"])
     best = loadgen.get("best") or {}

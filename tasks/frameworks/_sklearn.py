@@ -51,6 +51,16 @@ class SklearnModel(FittedModel):
         matrix = self.estimator.predict_proba(self.schema.apply(X))
         return proba_frame(matrix, list(self.estimator.classes_), self.task)
 
+    def predict_with_proba(self, X: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+        # A scikit-learn classifier's predict is the class of highest probability (its own
+        # classes_[argmax(predict_proba)]): one pass through the schema, the pipeline and the trees
+        # instead of two, about half a served request's model time.
+        if not self.task.is_classification:
+            raise NotImplementedError("regression models have no class probabilities")
+        matrix = np.asarray(self.estimator.predict_proba(self.schema.apply(X)))
+        labels = np.asarray(self.estimator.classes_).take(np.argmax(matrix, axis=1), axis=0)
+        return labels, proba_frame(matrix, list(self.estimator.classes_), self.task)
+
     def info(self) -> dict[str, Any]:
         # A boosted model that stops on a time limit (hgb): how far it got, so a short model is
         # seen to be one.

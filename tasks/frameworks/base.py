@@ -69,6 +69,11 @@ class FittedModel(ABC):
         """Class probabilities, one column per class label in TaskInfo.classes order."""
         raise NotImplementedError("regression models have no class probabilities")
 
+    def predict_with_proba(self, X: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+        """Labels and class probabilities of one classification call (what a served model answers).
+        Two calls by default; a model whose label is the most probable class overrides it with one."""
+        return self.predict(X), self.predict_proba(X)
+
     def predict_quantiles(self, X: pd.DataFrame) -> pd.DataFrame | None:
         """Forecasting: one column per level of ForecastTask.quantile_levels (named by
         tasks.metrics.quantile_column), one row per row of X; None when the model gives none."""

@@ -4,13 +4,19 @@ highest rate held within the SLO (tasks/evaluations/serving.py records the figur
 - the load table: per dataset, framework and concurrency, the mean (over folds and seeds) of the
   mean, p95 and p99 latency, the requests per second and the error rate: the table load tests quote;
 - the latency-throughput figure: per dataset, p99 against achieved requests/s, a line per framework;
-- the front: per dataset, `result` (up) against `serve_max_qps_at_slo` (up), and who is on it.
+- the front: per dataset, `result` (up) against `serve_max_qps_at_slo` (up), and who is on it;
+- the stacks: where a model was served by more than one stack (serving.stacks), each stack's median
+  latency at one user, highest rate at the SLO and start-up, and the best stack per model;
+- the open loops not judged: a served job without `serve_max_qps_at_slo`, with the evaluation's
+  reason (LoadGen could not judge its rates in the time given), instead of a rate of 0.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +28,10 @@ from tasks.vocabulary import RESULT
 STEP_METRIC = re.compile(r"^serve_c(\d+)_(mean_ms|p50_ms|p95_ms|p99_ms|rps|error_rate)$")
 MAX_QPS = "serve_max_qps_at_slo"
 SLO = "serve_slo_ms"
+REASON_TAG = "evaluation.serving.reason"  # tasks/tracking/job_run.py tags each evaluation's reason
+# A figure of the stack table: serve_FIGURE (the mlflow stack) or serve_STACK_FIGURE (another).
+STACK_FIGURE = re.compile(r"^serve_(?:([a-z0-9]+)_)?(c1_p50_ms|max_qps_at_slo|startup_s)$")
+DEFAULT_STACK = "mlflow"  # tasks.evaluations.serving.DEFAULT_STACK (reports read figures, not evaluations)
 LOAD_COLUMNS = ["dataset", "framework", "concurrency", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "rps",
                 "error_rate", "jobs"]
 
@@ -30,21 +40,27 @@ def has_serving(jobs: pd.DataFrame) -> bool:
     return any(STEP_METRIC.match(str(column)) for column in jobs.columns) or MAX_QPS in jobs
 
 
-def load_table(jobs: pd.DataFrame) -> pd.DataFrame:
-    """LOAD_COLUMNS: one row per (dataset, framework, concurrency), means over its ok jobs."""
+def _long_figures(jobs: pd.DataFrame, pattern: re.Pattern[str], key: str,
+                  key_of: Callable[[re.Match[str]], Any]) -> pd.DataFrame:
+    """dataset, framework, `key`, figure, value: one row per ok job and metric column matching
+    `pattern` (its second group is the figure, `key_of` reads the key from the match)."""
     ok = jobs[jobs["ok"]]
-    rows = []
+    parts = []
     for column in ok.columns:
-        match = STEP_METRIC.match(str(column))
+        match = pattern.match(str(column))
         if match is None:
             continue
         values = pd.to_numeric(ok[column], errors="coerce")
-        part = ok.loc[values.notna(), ["dataset", "framework"]].assign(
-            concurrency=int(match.group(1)), figure=match.group(2), value=values[values.notna()])
-        rows.append(part)
-    if not rows:
+        parts.append(ok.loc[values.notna(), ["dataset", "framework"]].assign(
+            **{key: key_of(match)}, figure=match.group(2), value=values[values.notna()]))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def load_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """LOAD_COLUMNS: one row per (dataset, framework, concurrency), means over its ok jobs."""
+    long = _long_figures(jobs, STEP_METRIC, "concurrency", lambda match: int(match.group(1)))
+    if long.empty:
         return pd.DataFrame(columns=LOAD_COLUMNS)
-    long = pd.concat(rows, ignore_index=True)
     table = long.pivot_table(index=["dataset", "framework", "concurrency"], columns="figure", values="value",
                              aggfunc="mean")
     counts = long[long["figure"] == "p99_ms"].groupby(["dataset", "framework", "concurrency"]).size()
@@ -67,6 +83,35 @@ def qps_front(jobs: pd.DataFrame) -> pd.DataFrame:
         # A higher rate is better: as a cost, its negative.
         points.loc[block.index, "on_front"] = on_front(block[RESULT].to_numpy(), -block[MAX_QPS].to_numpy())
     return points
+
+
+def not_judged(jobs: pd.DataFrame) -> list[str]:
+    """'dataset x framework: reason' for each served ok job whose open loop gave no highest rate."""
+    ok = jobs[jobs["ok"]]
+    if REASON_TAG not in ok:
+        return []
+    steps = [column for column in ok.columns if STEP_METRIC.match(str(column))]
+    served = ok[ok[steps].notna().any(axis=1)] if steps else ok.iloc[0:0]
+    missing = served[pd.to_numeric(served[MAX_QPS], errors="coerce").isna()] if MAX_QPS in served else served
+    reasons = missing[missing[REASON_TAG].fillna("").astype(str).str.strip() != ""]
+    return sorted({f"{row.dataset} x {row.framework}: {str(row[REASON_TAG]).splitlines()[0]}"
+                   for _, row in reasons.iterrows()})
+
+
+def stack_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """dataset, framework, stack, c1_p50_ms, max_qps_at_slo, startup_s (means over ok jobs), best: the
+    stack with the highest rate at the SLO (then the lowest latency); empty with one stack only."""
+    long = _long_figures(jobs, STACK_FIGURE, "stack", lambda match: match.group(1) or DEFAULT_STACK)
+    if long.empty or long["stack"].nunique() < 2:
+        return pd.DataFrame()
+    table = long.pivot_table(index=["dataset", "framework", "stack"], columns="figure", values="value",
+                             aggfunc="mean").reset_index()
+    for figure in ("c1_p50_ms", "max_qps_at_slo", "startup_s"):
+        table[figure] = table.get(figure, np.nan)
+    ranked = table.sort_values(["max_qps_at_slo", "c1_p50_ms"], ascending=[False, True], na_position="last")
+    best = ranked.groupby(["dataset", "framework"])["stack"].first()
+    table["best"] = [best[(row.dataset, row.framework)] == row.stack for row in table.itertuples()]
+    return table[["dataset", "framework", "stack", "c1_p50_ms", "max_qps_at_slo", "startup_s", "best"]]
 
 
 def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: Path) -> Path:
@@ -137,4 +182,14 @@ def section(jobs: pd.DataFrame, folder: Path, table_markdown: object) -> tuple[l
                   "minimum duration, query count and early stopping applied), or the Locust search's "
                   "(open_loop: locust); on_front = no framework has both a higher result and a higher "
                   "rate.", "", table_markdown(points), ""]
+    stacks = stack_table(jobs)
+    if not stacks.empty:
+        stacks.to_csv(folder / "serving_stacks.csv", index=False)
+        lines += ["Stacks: the same model behind each serving stack (serving.stacks), after each answered "
+                  "the test fold as the model does in process; best = the highest rate at the SLO, then "
+                  "the lowest median latency at one user.", "", table_markdown(stacks), ""]
+    unjudged = not_judged(jobs)
+    if unjudged:
+        lines += ["Open loop without a highest rate (not a rate of 0: the load could not judge it):", "",
+                  *(f"- {line}" for line in unjudged), ""]
     return lines, figures

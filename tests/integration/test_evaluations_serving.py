@@ -85,6 +85,9 @@ def test_closed_loop_ladder_on_a_self_contained_model(project: dict[str, Dataset
         assert metrics[f"serve_c{users}_p99_ms"] == pytest.approx(step["p99_ms"])
         assert metrics[f"serve_c{users}_rps"] > 0
     assert "serve_max_qps_at_slo" not in metrics  # no search was asked for
+    # Parity first: the server answered the whole test fold as the model does in process.
+    assert 0 <= details["info"]["parity_max_abs"] <= details["info"]["parity_tolerance"] == 1e-5
+    assert details["tags"] == {"serving_stack.mlflow": "ok"}
 
     folder = evaluation_folder(job_dir, "serving")
     with open(folder / "history.csv") as handle:

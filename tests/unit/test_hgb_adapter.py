@@ -89,3 +89,13 @@ def test_the_schema_levels_fix_the_codes_of_a_wide_column() -> None:
     first = category_codes(schema.apply(X), ["shop"])["shop"]
     second = category_codes(schema.apply(shuffled), ["shop"])["shop"]
     pd.testing.assert_series_equal(first.loc[shuffled.index], second)
+
+
+def test_labels_and_probabilities_of_one_call_are_those_of_predict_and_predict_proba(tmp_path) -> None:  # noqa: ANN001
+    # What a served classifier answers per request, from one pass through the pipeline and the trees.
+    X, y = _data(400, shops=5)
+    X.loc[::7, "x"] = np.nan
+    model = ADAPTER.fit(X, y, task=TASK, budget=BUDGET, params={"max_iter": 20}, workdir=tmp_path, seed=0)
+    labels, proba = model.predict_with_proba(X)
+    assert labels.tolist() == model.predict(X).tolist() and set(labels) == {"no", "yes"}
+    pd.testing.assert_frame_equal(proba, model.predict_proba(X))

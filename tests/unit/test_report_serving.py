@@ -8,7 +8,7 @@ import pandas as pd
 
 from tasks.report import jobs as job_table
 from tasks.report.compare import compare
-from tasks.report.serving import load_table, qps_front, section
+from tasks.report.serving import load_table, qps_front, section, stack_table
 
 
 def _runs(qps: dict[str, float], p99_scale: float = 1.0, seeds: tuple[int, ...] = (0, 1, 2)) -> pd.DataFrame:
@@ -58,3 +58,31 @@ def test_compare_flags_a_serving_regression_as_a_cost() -> None:
     assert sorted(higher_p99.regressions["metric"].unique()) == ["serve_p99_ms"]
     faster = compare(_runs(QPS), _runs({name: q * 2 for name, q in QPS.items()}, seeds=(3, 4, 5)))
     assert not faster.regressed
+
+
+def test_an_open_loop_loadgen_could_not_judge_is_named_with_its_reason_not_as_zero(tmp_path: Path) -> None:
+    runs = _runs(QPS)
+    reason = ("LoadGen could not judge 5 QPS: its min_query_count of 500 queries takes about 106 s at 5 "
+              "QPS, more than the 40 s left of serving.time_s; raise serving.time_s or lower "
+              "serving.min_query_count")
+    unjudged = runs["framework"] == "slow"
+    runs.loc[unjudged, "serve_max_qps_at_slo"] = float("nan")
+    runs["evaluation.serving.reason"] = ""
+    runs.loc[unjudged, "evaluation.serving.reason"] = reason
+    jobs = job_table.prepare(runs)
+    assert "slow" not in set(qps_front(jobs)["framework"])
+    lines, _ = section(jobs, tmp_path, lambda frame: frame.to_string())
+    assert f"- d x slow: {reason}" in lines
+    assert not any("d x hgb" in line for line in lines)
+
+
+def test_the_stack_table_names_the_best_stack_per_model() -> None:
+    runs = _runs(QPS)
+    runs["serve_onnxruntime_max_qps_at_slo"] = runs["serve_max_qps_at_slo"] * 3  # faster on every model
+    runs["serve_onnxruntime_c1_p50_ms"] = runs["serve_c1_p50_ms"] / 2
+    runs.loc[runs["framework"] == "constant", "serve_onnxruntime_max_qps_at_slo"] = 1.0  # but this one
+    table = stack_table(job_table.prepare(runs))
+    best = table[table["best"]].set_index("framework")["stack"].to_dict()
+    assert best == {"constant": "mlflow", "hgb": "onnxruntime", "slow": "onnxruntime"}
+    assert set(table["stack"]) == {"mlflow", "onnxruntime"} and len(table) == 6
+    assert stack_table(job_table.prepare(_runs(QPS))).empty  # one stack: nothing to compare

@@ -65,3 +65,13 @@ def test_its_metric_names_are_in_the_vocabulary() -> None:
 def test_the_serving_suite_turns_it_on_and_smoke_keeps_it_off() -> None:
     assert load_suite("serving", all_evaluations()).evaluation_blocks()["serving"]["slo_ms"] == 100
     assert "serving" not in load_suite("smoke", all_evaluations()).evaluation_blocks()
+
+
+def test_an_unknown_stack_is_one_sentence_listing_those_installed() -> None:
+    with pytest.raises(ValidationError, match="serving.stacks names 'triton', which is not a serving stack; "
+                                              "the stacks installed here are mlflow, onnxruntime"):
+        ServingSettings(stacks=["mlflow", "triton"])
+    stacks = ServingSettings(stacks=["onnxruntime", "mlflow", "mlflow"], time_s=2000).stacks
+    assert stacks == ["onnxruntime", "mlflow"]
+    with pytest.raises(ValidationError, match="2 stack\\(s\\) x"):  # each stack runs the whole plan
+        ServingSettings(stacks=["mlflow", "onnxruntime"])
