@@ -314,4 +314,6 @@ EXPECTED_OFFERS = {
     "rf": {"onnx", "tree_ensemble"},
     # The whole booster converts (onnxmltools); a converter error fails the test, never "not offered".
     "xgboost": {"onnx", "tree_ensemble"},
+    # Native category splits: shap reads them, onnxmltools converts them; its gain per feature.
+    "lightgbm": {"onnx", "tree_ensemble", "native_importance"},
 }
