@@ -34,18 +34,19 @@ class BoosterModel(FittedModel):
         self.details = details
 
     @abstractmethod
-    def _probabilities(self, matrix: np.ndarray) -> np.ndarray:
+    def _probabilities(self, matrix: Any) -> np.ndarray:
         """One column per model class, for the booster's input `matrix` (classification)."""
 
     @abstractmethod
-    def _values(self, matrix: np.ndarray) -> np.ndarray:
+    def _values(self, matrix: Any) -> np.ndarray:
         """One value per row of the booster's input `matrix` (regression)."""
 
     @abstractmethod
     def _write_booster(self, path: Path) -> None:
         """Write the booster in its framework's own format to `path`."""
 
-    def _input(self, X: pd.DataFrame) -> np.ndarray:
+    def _input(self, X: pd.DataFrame) -> Any:
+        """The booster's input for X: a float matrix of codes unless the framework reads a frame."""
         return code_matrix(self.schema.apply(X), self.schema)
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:

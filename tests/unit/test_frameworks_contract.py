@@ -316,4 +316,6 @@ EXPECTED_OFFERS = {
     "xgboost": {"onnx", "tree_ensemble"},
     # Native category splits: shap reads them, onnxmltools converts them; its gain per feature.
     "lightgbm": {"onnx", "tree_ensemble", "native_importance"},
+    # Categories stay native (its target statistics): CatBoost's ONNX export refuses those models.
+    "catboost": {"tree_ensemble", "native_importance"},
 }
