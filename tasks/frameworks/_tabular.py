@@ -81,6 +81,15 @@ def code_matrix(frame: pd.DataFrame, schema: FeatureSchema) -> np.ndarray:
     return np.column_stack(columns) if columns else np.zeros((len(frame), 0), dtype=np.float32)
 
 
+def numbers_as_float(frame: pd.DataFrame, schema: FeatureSchema) -> pd.DataFrame:
+    """`frame` (typed by schema.apply) with its numeric columns as float, a missing value as NaN
+    (nullable integers and Arrow numbers become plain floats); categories are left as they are."""
+    for column in schema.columns:
+        if column not in schema.levels and not pd.api.types.is_float_dtype(frame[column].dtype):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    return frame
+
+
 def encoded_target(y: pd.Series, task: TaskInfo) -> tuple[list[Any], np.ndarray]:
     """The target as a booster reads it, and the labels its outputs 0..k-1 stand for.
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks._booster import BoosterModel
-from tasks.frameworks._tabular import FeatureSchema, encoded_target, search_seconds, shared_columns
+from tasks.frameworks._tabular import FeatureSchema, encoded_target, numbers_as_float, search_seconds
 from tasks.frameworks.base import FrameworkAdapter, TaskInfo, split_params
 from tasks.frameworks.capabilities import NativeImportance, NotOffered, OnnxGraph, TreeEnsemble
 from tasks.specs import Budget
@@ -40,12 +40,9 @@ RAM_LIMIT_SHARE = 0.5
 def catboost_frame(X: pd.DataFrame, schema: FeatureSchema) -> pd.DataFrame:
     """The model's columns as CatBoost reads them: numbers as float, categories as the integer code of
     their fixed level (-1 for a missing or unknown one). The numeric columns are shared, not copied."""
-    frame = shared_columns(schema.apply(X), schema.columns)
-    for column in schema.columns:
-        if column in schema.levels:
-            frame[column] = frame[column].cat.codes.astype(np.int32)
-        elif not pd.api.types.is_float_dtype(frame[column].dtype):
-            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    frame = numbers_as_float(schema.apply(X), schema)
+    for column in schema.levels:
+        frame[column] = frame[column].cat.codes.astype(np.int32)
     return frame
 
 

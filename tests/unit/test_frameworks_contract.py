@@ -318,4 +318,6 @@ EXPECTED_OFFERS = {
     "lightgbm": {"onnx", "tree_ensemble", "native_importance"},
     # Categories stay native (its target statistics): CatBoost's ONNX export refuses those models.
     "catboost": {"tree_ensemble", "native_importance"},
+    # A glass box: its explanation is its own term importances (no trees shap reads, no ONNX converter).
+    "ebm": {"native_importance"},
 }
