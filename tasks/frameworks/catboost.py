@@ -7,13 +7,15 @@ ordered target statistics itself, with no encoding by the adapter. shap's tree e
 model (it hands CatBoost the same columns). Classes are encoded in the task's fixed order; a class
 absent from the training fold gets probability 0.
 
-Not offered: ONNX, because CatBoost's ONNX export refuses models with categorical features ("does
-not support categorical features"), which is what this adapter keeps native; and the GPU, because
-CatBoost refuses user callbacks there, and the callback is what stops the fit within the budget.
+ONNX is CatBoost's own export, offered for a model of numeric features only: the export refuses
+models with categorical features ("does not support categorical features"), which this adapter keeps
+native. Not used: the GPU, because CatBoost refuses user callbacks there, and the callback is what
+stops the fit within the budget.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from tasks.specs import Budget
 
 MODEL_FILE = "catboost.cbm"  # CatBoost's own binary format
 STATE_FILE = "catboost.json"  # the classes the model's outputs stand for, and how it was fitted
+ONNX_FILE = "catboost.onnx"  # CatBoost's own ONNX export, read back from a scratch folder
 # Boosting stops after the iteration in which the fit's time ran out: keep one and saving in reserve.
 TIME_LIMIT_SHARE = 0.95
 TIME_RESERVE_S = 2.0
@@ -69,14 +72,42 @@ class CatBoostModel(BoosterModel):
         return TreeEnsemble(self.booster, self._input, list(self.schema.columns))
 
     def to_onnx(self, folder: Path) -> OnnxGraph:
-        raise NotOffered("CatBoost's ONNX export does not support categorical features, which this adapter "
-                         "keeps native")
+        if self.schema.levels:
+            raise NotOffered("CatBoost's ONNX export does not support categorical features, which this "
+                             "adapter keeps native")
+        import onnx
+
+        # CatBoost writes its export to a file only; read back, it is the evaluation's to save.
+        with tempfile.TemporaryDirectory() as scratch:
+            path = Path(scratch) / ONNX_FILE
+            self.booster.save_model(str(path), format="onnx")
+            graph = onnx.load(str(path))
+        classification = self.task.is_classification
+        if classification:
+            _probabilities_as_tensor(graph, len(self.model_classes))
+        # Classifiers answer (label, probabilities), regressors (values).
+        return OnnxGraph(graph, lambda X: {"features": self._input(X).to_numpy(dtype=np.float32)},
+                         1 if classification else 0, list(self.model_classes) if classification else [],
+                         "the whole model (numeric features only)")
 
     def native_importance(self, X: pd.DataFrame, y: pd.Series, time_limit_s: float) -> NativeImportance:
         # How much each feature moves the predictions, read from the trees: X and y are not needed.
         values = np.asarray(self.booster.get_feature_importance(), dtype=float)
         table = pd.DataFrame({"feature": list(self.schema.columns), "importance": values})
         return NativeImportance(self.native_importance_kind or "", table)
+
+
+def _probabilities_as_tensor(graph: Any, classes: int) -> None:
+    """Make a CatBoost classifier graph answer its probabilities as a tensor, one column per class:
+    its export ends in a ZipMap (one dict per row), which is dropped, its input becoming the output."""
+    import onnx
+
+    zipmap = next(node for node in graph.graph.node if node.op_type == "ZipMap")
+    graph.graph.node.remove(zipmap)
+    output = next(value for value in graph.graph.output if value.name == zipmap.output[0])
+    tensor = onnx.helper.make_tensor_value_info(zipmap.input[0], onnx.TensorProto.FLOAT, [None, classes])
+    graph.graph.output.insert(list(graph.graph.output).index(output), tensor)
+    graph.graph.output.remove(output)
 
 
 class CatBoostAdapter(FrameworkAdapter):

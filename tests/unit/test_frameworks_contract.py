@@ -316,7 +316,8 @@ EXPECTED_OFFERS = {
     "xgboost": {"onnx", "tree_ensemble"},
     # Native category splits: shap reads them, onnxmltools converts them; its gain per feature.
     "lightgbm": {"onnx", "tree_ensemble", "native_importance"},
-    # Categories stay native (its target statistics): CatBoost's ONNX export refuses those models.
+    # Categories stay native (its target statistics): CatBoost's ONNX export refuses those models
+    # (numeric ones export: tests/unit/test_catboost_adapter.py).
     "catboost": {"tree_ensemble", "native_importance"},
     # A glass box: its explanation is its own term importances (no trees shap reads, no ONNX converter).
     "ebm": {"native_importance"},
