@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 
 from tasks import paths
-from tasks.data.amlb_import import import_benchmark
+from tasks.data.amlb_import import FRAMEWORKS, import_benchmark
+from tasks.frameworks.registry import get_adapter
 
 console = Console()
 suites_app = typer.Typer(
@@ -28,7 +29,7 @@ def import_amlb_command(
     frameworks: str = typer.Option(
         "constantpredictor,RandomForest",
         "--frameworks",
-        help="AMLB framework names, comma-separated (AutoGluon, H2OAutoML, flaml, RandomForest, ...).",
+        help="AMLB framework names, comma-separated (AutoGluon, H2OAutoML, flaml, lightgbm, ...).",
     ),
     name: str | None = typer.Option(None, "--name", help="The suite's name (default: the benchmark's)."),
     allow_more_cores: bool = typer.Option(
@@ -49,6 +50,7 @@ def import_amlb_command(
         frameworks=[part.strip() for part in frameworks.split(",") if part.strip()],
         name=name,
         allow_more_cores=allow_more_cores,
+        unavailable=unavailable_adapters(),
     )
     root = paths.project_root()
     for path in result.written:
@@ -61,6 +63,13 @@ def import_amlb_command(
         f"`automl-eval run {result.suite_path.stem}`.",
         highlight=False,
     )
+
+
+def unavailable_adapters() -> dict[str, str]:
+    """Why each adapter that AMLB's names map to cannot run here, for those that cannot (not
+    installed, no Java): the import leaves their names out with that sentence."""
+    reasons = {adapter: get_adapter(adapter).unavailable_reason() for adapter in set(FRAMEWORKS.values())}
+    return {adapter: reason for adapter, reason in reasons.items() if reason}
 
 
 def register(app: typer.Typer) -> None:

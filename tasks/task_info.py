@@ -36,6 +36,9 @@ class TaskInfo:
     column_roles: dict[str, str] = field(default_factory=dict)  # numeric | categorical | text
     classes: tuple[Any, ...] = ()  # class labels in a fixed order (classification)
     forecast: ForecastTask | None = None  # forecasting only
+    # Rows the job asks the model to predict right after fitting (its test part), so that an adapter
+    # whose predicting is slow leaves time for it; None where unknown.
+    predict_rows: int | None = None
 
     @property
     def is_classification(self) -> bool:

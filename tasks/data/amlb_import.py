@@ -13,6 +13,7 @@ nothing is written outside the project.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,11 @@ FRAMEWORKS = {
     "RandomForest": "rf",
     "constantpredictor": "constant",
     "TunedRandomForest": "rf",
+    # AMLB ships no entry for these libraries; its users declare them in a frameworks file of their
+    # own under these names, and this project runs them as one adapter each.
+    "lightgbm": "lightgbm",
+    "catboost": "catboost",
+    "xgboost": "xgboost",
 }
 FRAMEWORK_NOTES = {
     "TunedRandomForest": "TunedRandomForest runs as rf (this project's random forest "
@@ -267,18 +273,24 @@ def _local_card(local: _LocalTask, card: str, benchmark: Path) -> tuple[dict[str
     return fields, frame, folds_csv_bytes(folds)
 
 
-def _frameworks(names: list[str], notes: list[str]) -> list[str]:
+def _frameworks(names: list[str], notes: list[str], unavailable: Mapping[str, str]) -> list[str]:
+    """The adapters AMLB's `names` map to, in order. A name with no adapter, or whose adapter cannot
+    run here (`unavailable`: adapter -> why), is left out with a note."""
     unknown = [name for name in names if name not in FRAMEWORKS]
-    known = [name for name in names if name in FRAMEWORKS]
+    refused = [name for name in names if name in FRAMEWORKS and FRAMEWORKS[name] in unavailable]
+    known = [name for name in names if name in FRAMEWORKS and name not in refused]
     if unknown:
         notes.append(
             f"not available here: {', '.join(unknown)} (AMLB frameworks this project runs: "
             f"{', '.join(FRAMEWORKS)})"
         )
+    refusals = [f"{name} is left out: it runs here as '{FRAMEWORKS[name]}', which cannot run on this machine "
+                f"({unavailable[FRAMEWORKS[name]].rstrip('.')})" for name in refused]
+    notes.extend(refusals)
     if not known:
         raise UserError(
-            f"--framework: none of {', '.join(names)} is available here; choose among "
-            f"{', '.join(FRAMEWORKS)}."
+            f"--framework: none of {', '.join(names)} is available here"
+            f"{''.join(f'; {refusal}' for refusal in refusals)}; choose among {', '.join(FRAMEWORKS)}."
         )
     notes.extend(FRAMEWORK_NOTES[name] for name in known if name in FRAMEWORK_NOTES)
     adapters: list[str] = []
@@ -296,8 +308,12 @@ def import_benchmark(
     frameworks: list[str],
     name: str | None = None,
     allow_more_cores: bool = False,
+    unavailable: Mapping[str, str] | None = None,
 ) -> AmlbImport:
-    """Check the AMLB files, then write the suite, its budget and any local task's card and data."""
+    """Check the AMLB files, then write the suite, its budget and any local task's card and data.
+
+    `unavailable` says, per adapter, why it cannot run here (the framework registry's answer, which
+    the caller asks: data does not import the frameworks); AMLB names that map to one are left out."""
     suite_name = name or benchmark.stem.replace(".", "_")
     if not is_plain_name(suite_name):
         raise UserError(f"--name: {suite_name!r} is not a plain name; use letters, digits, '_' and '-'.")
@@ -309,7 +325,7 @@ def import_benchmark(
     budget_fields = _budget_fields(settings, where, notes, allow_more_cores)
     folds = _positive_int(settings["folds"], f"{where}: folds")
     budget_name = f"amlb_{constraint_label or suite_name}".replace(".", "_")
-    adapters = _frameworks(frameworks, notes)
+    adapters = _frameworks(frameworks, notes, unavailable or {})
 
     datasets: list[str] = []
     local_cards: list[tuple[dict[str, Any], pd.DataFrame, bytes]] = []

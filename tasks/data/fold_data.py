@@ -55,6 +55,7 @@ def load_fold(spec: DatasetSpec, fold: int) -> FoldData:
         metric=str(spec.metric),
         column_roles={c: r for c, r in spec.columns.items() if c in features},
         classes=classes,
+        predict_rows=len(X_test),
     )
     return FoldData(X_train, y_train, X_test, y_test, np.asarray(test_rows), task)
 

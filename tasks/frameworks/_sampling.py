@@ -4,7 +4,9 @@ A framework given more rows than it can take within the budget's time or memory 
 (FLAML at 9 M rows: "No estimator is trained") or is killed over memory. The adapter then fits a
 random, seeded sample of the training rows instead, records how many (`fit_rows`) and says so in
 the job's info; the harness still scores the whole test part. Each framework has its own rates:
-rows x columns it gets through per core and minute, and its peak memory per byte of data given.
+rows x columns it gets through per core and minute, and its peak memory per byte of data given;
+a framework whose predicting is slow (rf) also has the test rows it predicts per core and minute,
+so that the fit leaves the time predicting the job's test part takes.
 A suite's `_max_train_rows: N` sets the cap itself, `_max_train_rows: all` lifts it.
 """
 
@@ -17,9 +19,12 @@ import numpy as np
 import pandas as pd
 
 from tasks.specs import Budget
+from tasks.task_info import TaskInfo
 
 ALL_ROWS = "all"
 PARAM = "max_train_rows"  # the adapter param, `_max_train_rows` in a suite
+# The fit keeps at least this share of time_s however long predicting will take.
+MIN_FIT_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,8 @@ class RowCap:
     cells_per_core_minute: float
     # The framework's peak memory, as a multiple of the in-memory size of the rows it is given.
     peak_memory_per_data: float
+    # Test rows predicted per core and minute (one pass); None: predicting is quick beside fitting.
+    predict_rows_per_core_minute: float | None = None
 
     def check(self, setting: Any) -> None:
         """Refuse a suite's `_max_train_rows` that is neither a positive number of rows nor 'all'."""
@@ -40,10 +47,23 @@ class RowCap:
             raise ValueError(f"{self.framework}'s param _{PARAM} is {setting!r}: give a positive number of "
                              f"rows, or '{ALL_ROWS}' for no cap")
 
-    def rows(self, X: pd.DataFrame, budget: Budget, setting: Any = None) -> int | None:
+    def fit_minutes(self, budget: Budget, task: TaskInfo | None) -> float:
+        """Minutes of time_s the fit may take: what predicting the task's test part leaves of it
+        (the worker asks a classifier for labels, then probabilities: two passes), never less
+        than MIN_FIT_SHARE of it."""
+        minutes = budget.time_s / 60
+        if self.predict_rows_per_core_minute is None or task is None or not task.predict_rows:
+            return minutes
+        passes = 2 if task.is_classification else 1
+        predicting = passes * task.predict_rows / (self.predict_rows_per_core_minute * budget.cores)
+        return max(MIN_FIT_SHARE * minutes, minutes - predicting)
+
+    def rows(self, X: pd.DataFrame, budget: Budget, setting: Any = None, task: TaskInfo | None = None
+             ) -> int | None:
         """The most training rows the framework is fitted on within `budget`; None when all of X fits.
 
         `setting` is the suite's `_max_train_rows`: a positive number of rows, or 'all' for no cap.
+        `task` says how many test rows the job predicts after the fit (fit_minutes).
         """
         self.check(setting)
         if setting == ALL_ROWS:
@@ -51,7 +71,7 @@ class RowCap:
         if setting is not None:
             return setting if setting < len(X) else None
         cells_per_row = max(1, X.shape[1])
-        by_time = self.cells_per_core_minute * budget.cores * budget.time_s / 60 / cells_per_row
+        by_time = self.cells_per_core_minute * budget.cores * self.fit_minutes(budget, task) / cells_per_row
         sample = X.head(1000)
         sample_bytes = float(sample.memory_usage(index=False, deep=True).sum())
         bytes_per_row = max(1.0, sample_bytes / max(1, len(sample)))
@@ -59,14 +79,16 @@ class RowCap:
         cap = int(min(by_time, by_memory))
         return cap if cap < len(X) else None
 
-    def sample(self, X: pd.DataFrame, y: pd.Series, budget: Budget, params: dict[str, Any], seed: int,
-               *, stratify: bool) -> tuple[pd.DataFrame, pd.Series, Sampled | None]:
+    def sample(
+        self, X: pd.DataFrame, y: pd.Series, budget: Budget, params: dict[str, Any], seed: int,
+        *, stratify: bool, task: TaskInfo | None = None,
+    ) -> tuple[pd.DataFrame, pd.Series, Sampled | None]:
         """X and y as the framework is fitted on them: all rows, or a seeded sample within the cap.
 
         `params` are the adapter's params (split_params' first part). The sample's rows are copied,
         the whole X is not.
         """
-        cap = self.rows(X, budget, params.get(PARAM))
+        cap = self.rows(X, budget, params.get(PARAM), task)
         if cap is None:
             return X, y, None
         keep = sample_rows(y, cap, seed, stratify=stratify)

@@ -130,7 +130,7 @@ class SklearnAdapter(FrameworkAdapter):
         sampled = None
         if self.row_cap is not None:
             X, y, sampled = self.row_cap.sample(X, y, budget, adapter_params, seed,
-                                                stratify=task.is_classification)
+                                                stratify=task.is_classification, task=task)
         estimator = self.estimator(schema, task, budget, framework_params, seed)
         estimator.fit(schema.apply(X), y)
         return self.model_class(estimator, schema, task, sampled)

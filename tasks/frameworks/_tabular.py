@@ -66,6 +66,44 @@ def shared_columns(X: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({column: X[column] for column in columns}, index=X.index, copy=False)
 
 
+def code_matrix(frame: pd.DataFrame, schema: FeatureSchema) -> np.ndarray:
+    """The model's columns as float32: numbers as they are, categories as their level's code (the
+    schema fixes the levels, so a code means one level at fit and predict time), a missing or
+    unknown level as NaN. `frame` is typed by schema.apply."""
+    columns = []
+    for column in schema.columns:
+        if column in schema.levels:
+            codes = frame[column].cat.codes.to_numpy()
+            columns.append(np.where(codes < 0, np.nan, codes).astype(np.float32))
+        else:
+            columns.append(pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float32,
+                                                                                  na_value=np.nan))
+    return np.column_stack(columns) if columns else np.zeros((len(frame), 0), dtype=np.float32)
+
+
+def numbers_as_float(frame: pd.DataFrame, schema: FeatureSchema) -> pd.DataFrame:
+    """`frame` (typed by schema.apply) with its numeric columns as float, a missing value as NaN
+    (nullable integers and Arrow numbers become plain floats); categories are left as they are."""
+    for column in schema.columns:
+        if column not in schema.levels and not pd.api.types.is_float_dtype(frame[column].dtype):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    return frame
+
+
+def encoded_target(y: pd.Series, task: TaskInfo) -> tuple[list[Any], np.ndarray]:
+    """The target as a booster reads it, and the labels its outputs 0..k-1 stand for.
+
+    Classes are coded in the task's fixed order, keeping those the training fold holds (a class
+    absent from it gets probability 0 through proba_frame); a regression target is a float array
+    and the label list is empty."""
+    if not task.is_classification:
+        return [], pd.to_numeric(y).to_numpy(dtype=float)
+    seen = set(y.astype(str))
+    model_classes = [label for label in task.classes if str(label) in seen]
+    code = {str(label): index for index, label in enumerate(model_classes)}
+    return model_classes, y.astype(str).map(code).to_numpy(dtype=np.int64)
+
+
 def text_as_strings(frame: pd.DataFrame, task: TaskInfo) -> pd.DataFrame:
     """Text columns (role text) as plain Python strings, a missing text as the empty string.
 

@@ -10,7 +10,6 @@ probability 0.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from importlib import metadata
@@ -20,8 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.frameworks._tabular import FeatureSchema, proba_frame, search_seconds
-from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo, split_params
+from tasks.frameworks._booster import BoosterModel
+from tasks.frameworks._tabular import FeatureSchema, code_matrix, encoded_target, search_seconds
+from tasks.frameworks.base import FrameworkAdapter, TaskInfo, split_params
 from tasks.frameworks.capabilities import OnnxGraph, TreeEnsemble
 from tasks.specs import Budget
 
@@ -44,20 +44,6 @@ def _distribution() -> str:
     return DISTRIBUTIONS[-1]
 
 
-def _matrix(frame: pd.DataFrame, schema: FeatureSchema) -> np.ndarray:
-    """The model's columns as float32: numbers as they are, categories as their level's code, a
-    missing or unknown level as NaN. `frame` is typed by schema.apply."""
-    columns = []
-    for column in schema.columns:
-        if column in schema.levels:
-            codes = frame[column].cat.codes.to_numpy()
-            columns.append(np.where(codes < 0, np.nan, codes).astype(np.float32))
-        else:
-            columns.append(pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float32,
-                                                                                  na_value=np.nan))
-    return np.column_stack(columns) if columns else np.zeros((len(frame), 0), dtype=np.float32)
-
-
 def _device(budget: Budget) -> tuple[str, str]:
     """("cuda" | "cpu", why the CPU when the budget grants a GPU). The job's CUDA_VISIBLE_DEVICES
     holds exactly the devices it was granted."""
@@ -73,47 +59,23 @@ def _device(budget: Budget) -> tuple[str, str]:
     return "cuda", ""
 
 
-class XGBoostModel(FittedModel):
-    def __init__(self, estimator: Any, schema: FeatureSchema, task: TaskInfo, model_classes: list[Any],
-                 details: dict[str, Any]) -> None:
-        self.estimator = estimator
-        self.schema = schema
-        self.task = task
-        self.model_classes = model_classes  # labels of the booster's outputs 0..k-1 (classification)
-        self.details = details
+class XGBoostModel(BoosterModel):
+    model_file = MODEL_FILE
+    state_file = STATE_FILE
 
-    def _input(self, X: pd.DataFrame) -> np.ndarray:
-        return _matrix(self.schema.apply(X), self.schema)
+    def _probabilities(self, matrix: np.ndarray) -> np.ndarray:
+        return self.booster.predict_proba(matrix)
 
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        if self.task.is_classification:
-            proba = self.predict_proba(X)
-            return np.asarray(proba.columns, dtype=object)[proba.to_numpy().argmax(axis=1)]
-        return np.asarray(self.estimator.predict(self._input(X)), dtype=float)
+    def _values(self, matrix: np.ndarray) -> np.ndarray:
+        return self.booster.predict(matrix)
 
-    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
-        if not self.task.is_classification:
-            raise NotImplementedError("regression models have no class probabilities")
-        matrix = np.asarray(self.estimator.predict_proba(self._input(X)), dtype=float)
-        return proba_frame(matrix, self.model_classes, self.task)
-
-    def save(self, model_dir: Path) -> None:
-        model_dir.mkdir(parents=True, exist_ok=True)
-        self.estimator.save_model(model_dir / MODEL_FILE)
-        self.schema.save(model_dir)
-        state = {"model_classes": [str(c) for c in self.model_classes], "details": self.details}
-        (model_dir / STATE_FILE).write_text(json.dumps(state, indent=2, default=str))
-
-    def info(self) -> dict[str, Any]:
-        return dict(self.details)
-
-    def stopped_by_time(self) -> bool:
-        return bool(self.details.get("stopped_by_time"))
+    def _write_booster(self, path: Path) -> None:
+        self.booster.save_model(path)
 
     # ------------------------------------------------------------ capabilities
 
     def tree_ensemble(self) -> TreeEnsemble:
-        return TreeEnsemble(self.estimator, self._input, list(self.schema.columns))
+        return TreeEnsemble(self.booster, self._input, list(self.schema.columns))
 
     def to_onnx(self, folder: Path) -> OnnxGraph:
         import onnxmltools
@@ -122,12 +84,7 @@ class XGBoostModel(FittedModel):
         inputs = [("X", FloatTensorType([None, len(self.schema.columns)]))]
         # Every booster this adapter fits is one onnxmltools converts: a converter error is a failure
         # of the export, reported as such, never "not offered".
-        graph = onnxmltools.convert_xgboost(self.estimator, initial_types=inputs)
-        classification = self.task.is_classification
-        # Classifiers answer (label, probabilities), regressors (values).
-        return OnnxGraph(graph, lambda X: {"X": self._input(X)}, 1 if classification else 0,
-                         list(self.model_classes) if classification else [], "the whole booster "
-                         "(categories go in as the codes of their levels)")
+        return self.booster_graph(onnxmltools.convert_xgboost(self.booster, initial_types=inputs))
 
 
 class XGBoostAdapter(FrameworkAdapter):
@@ -156,22 +113,15 @@ class XGBoostAdapter(FrameworkAdapter):
 
         _, framework_params = split_params(params)
         schema = FeatureSchema.learn(X, task)
-        matrix = _matrix(schema.apply(X), schema)
+        matrix = code_matrix(schema.apply(X), schema)
         device, device_note = _device(budget)
         limit_s = search_seconds(budget.time_s, TIME_LIMIT_SHARE, TIME_RESERVE_S)
         stop = _stop_at_time_limit(xgboost, limit_s)
         options: dict[str, Any] = {"tree_method": "hist", "device": device, "n_jobs": budget.cores,
                                    "random_state": seed, "callbacks": [stop]}
-        model_classes: list[Any] = []
-        if task.is_classification:
-            seen = set(y.astype(str))
-            model_classes = [label for label in task.classes if str(label) in seen]
-            code = {str(label): index for index, label in enumerate(model_classes)}
-            target = y.astype(str).map(code).to_numpy(dtype=np.int64)
-            estimator = xgboost.XGBClassifier(**{**options, **framework_params})
-        else:
-            target = pd.to_numeric(y).to_numpy(dtype=float)
-            estimator = xgboost.XGBRegressor(**{**options, **framework_params})
+        model_classes, target = encoded_target(y, task)
+        estimator_class = xgboost.XGBClassifier if task.is_classification else xgboost.XGBRegressor
+        estimator = estimator_class(**{**options, **framework_params})
         estimator.fit(matrix, target)
         # Predict on the CPU whatever it trained on: the harness's data is in host memory, and the
         # saved model then loads and serves on machines without a GPU.
@@ -186,12 +136,9 @@ class XGBoostAdapter(FrameworkAdapter):
     def load(self, model_dir: Path, task: TaskInfo) -> XGBoostModel:
         import xgboost
 
-        state = json.loads((model_dir / STATE_FILE).read_text())
         estimator = xgboost.XGBClassifier() if task.is_classification else xgboost.XGBRegressor()
         estimator.load_model(model_dir / MODEL_FILE)
-        by_text = {str(label): label for label in task.classes}
-        model_classes = [by_text.get(text, text) for text in state["model_classes"]]
-        return XGBoostModel(estimator, FeatureSchema.load(model_dir), task, model_classes, state["details"])
+        return XGBoostModel.loaded(estimator, model_dir, task)
 
     def test_params(self) -> dict[str, Any]:
         return {"n_estimators": 10}

@@ -13,6 +13,7 @@ import psutil
 import pytest
 import yaml
 
+from flows.cli_suites import unavailable_adapters
 from tasks.data.amlb_import import import_benchmark
 from tasks.data.folds import split
 from tasks.errors import UserError
@@ -228,3 +229,29 @@ def test_a_constraint_with_more_cores_than_the_host_is_refused_unless_allowed(ho
     assert load_budget("amlb_big").cores == host + 1
     suite_text = (home / "specs" / "suites" / "small.yaml").read_text()
     assert f"this host has {host} (--allow-more-cores)" in suite_text
+
+
+def test_gbdt_names_map_to_their_adapters_and_one_that_cannot_run_here_is_left_out(home: Path) -> None:
+    no_java = {"h2o": "H2O needs Java 17 or newer; install it or set JAVA_HOME."}
+    names = ["lightgbm", "H2OAutoML", "catboost", "xgboost"]
+    result = import_benchmark(home / "bench" / "small.yaml", constraint=home / "bench" / "constraints.yaml",
+                              constraint_name="test", frameworks=names, unavailable=no_java)
+    adapters = ["lightgbm", "catboost", "xgboost"]
+    assert result.frameworks == adapters
+    assert yaml.safe_load(result.suite_path.read_text())["frameworks"] == adapters
+    assert ("H2OAutoML is left out: it runs here as 'h2o', which cannot run on this machine (H2O needs "
+            "Java 17 or newer; install it or set JAVA_HOME)") in result.notes
+    with pytest.raises(UserError) as refused:
+        import_benchmark(home / "bench" / "small.yaml", frameworks=["H2OAutoML"], unavailable=no_java)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("--framework: none of H2OAutoML is available here; "
+                                                      "H2OAutoML is left out: it runs here as 'h2o'")
+
+
+def test_the_command_asks_the_registry_which_adapters_cannot_run_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # no Java: H2O cannot start its JVM
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    reasons = unavailable_adapters()
+    assert reasons["h2o"].startswith("H2O needs Java") and "lightgbm" not in reasons and "rf" not in reasons

@@ -314,4 +314,11 @@ EXPECTED_OFFERS = {
     "rf": {"onnx", "tree_ensemble"},
     # The whole booster converts (onnxmltools); a converter error fails the test, never "not offered".
     "xgboost": {"onnx", "tree_ensemble"},
+    # Native category splits: shap reads them, onnxmltools converts them; its gain per feature.
+    "lightgbm": {"onnx", "tree_ensemble", "native_importance"},
+    # Categories stay native (its target statistics): CatBoost's ONNX export refuses those models
+    # (numeric ones export: tests/unit/test_catboost_adapter.py).
+    "catboost": {"tree_ensemble", "native_importance"},
+    # A glass box: its explanation is its own term importances (no trees shap reads, no ONNX converter).
+    "ebm": {"native_importance"},
 }
