@@ -119,12 +119,11 @@ def multimodal_card(spec: DatasetSpec) -> MultimodalCard:
         raise UserError(
             f"{where}: modality is '{spec.modality}'; set 'modality: multimodal' to align streams."
         )
-    extra = spec.model_extra or {}
     try:
         card = MultimodalCard(
-            streams=extra.get("streams") or {},
-            labels=extra.get("labels") or {},
-            alignment=extra.get("alignment") or {},
+            streams=spec.streams or {},
+            labels=spec.labels or {},
+            alignment=spec.alignment or {},
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -22,9 +22,7 @@ class Card(Protocol):
     modality: str
     card_path: str | None
     columns: dict[str, str]
-
-    @property
-    def model_extra(self) -> dict[str, Any] | None: ...
+    streams: dict[str, Any] | None
 
     def model_dump(self) -> dict[str, Any]: ...
 
@@ -41,7 +39,7 @@ CardT = TypeVar("CardT", bound=Card)
 
 _NAME = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<streams>[^\[\]]+)\]$")
 STREAM_JOIN = "+"
-COMBINATION_FIELD = "modality_combination"  # extra field of a combination's spec: "acc+gyro"
+COMBINATION_FIELD = "modality_combination"  # the field of a combination's spec: "acc+gyro"
 FEATURE_SEPARATOR = "__"  # feature column = STREAM__COLUMN__STAT, so a stream owns a prefix
 
 
@@ -58,7 +56,7 @@ def combination_name(base: str, streams: list[str] | tuple[str, ...]) -> str:
 
 
 def stream_names(spec: Card) -> list[str]:
-    streams = (spec.model_extra or {}).get("streams") or {}
+    streams = spec.streams or {}
     return list(streams) if isinstance(streams, dict) else []
 
 
