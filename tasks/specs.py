@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -45,7 +45,8 @@ VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]*")
 OPENML_TASK_ENTRY = re.compile(r"openml/t/([1-9][0-9]*)")
 OPENML_SUITE_ENTRY = re.compile(r"openml/s/([1-9][0-9]*)")
 # Gate checks a card may accept knowingly (tasks/data/validate.py runs and reports them anyway).
-ACCEPTABLE_CHECKS = ("no_train_test_duplicates", "classes_at_least_folds", "columns_declared")
+AcceptableCheck = Literal["no_train_test_duplicates", "classes_at_least_folds", "columns_declared"]
+ACCEPTABLE_CHECKS: tuple[str, ...] = get_args(AcceptableCheck)
 
 
 def is_plain_name(value: str) -> bool:
@@ -121,7 +122,7 @@ class FoldsSpec(_Strict):
 class GateSpec(_Strict):
     """A card's `gate:` block: `allow: [check, ...]` accepts named gate checks knowingly."""
 
-    allow: list[Literal[ACCEPTABLE_CHECKS]] = Field(default_factory=list)  # type: ignore[valid-type]
+    allow: list[AcceptableCheck] = Field(default_factory=list)
 
 
 def _inside_datasets(file: str) -> str:
@@ -560,7 +561,8 @@ def load_budget(name: str) -> Budget:
 class SuiteBlock(Protocol):
     """What a post-job evaluation offers a suite: the pydantic model of its block (`serving:`)."""
 
-    settings_model: type[BaseModel]
+    @property
+    def settings_model(self) -> type[BaseModel]: ...
 
 
 def _evaluation_settings(path: Path, data: dict[str, Any],

@@ -182,7 +182,8 @@ class ServingEvaluation(PostJobEvaluation):
             signature_and_example,
         )
 
-        settings: ServingSettings = context.settings  # type: ignore[assignment]
+        settings = context.settings
+        assert isinstance(settings, ServingSettings)  # the context holds this evaluation's own settings
         folder = context.folder
         server_cores, load_cores = _placement(context.cores)
         info: dict[str, Any] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from tasks.errors import UserError
@@ -18,18 +18,30 @@ from tasks.errors import UserError
 
 # What this module reads of a dataset card and a suite (tasks/specs.py, which imports this module).
 class Card(Protocol):
-    name: str
-    modality: str
-    card_path: str | None
-    columns: dict[str, str]
-    streams: dict[str, Any] | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def modality(self) -> str: ...
+
+    @property
+    def card_path(self) -> str | None: ...
+
+    @property
+    def columns(self) -> Mapping[str, str]: ...
+
+    @property
+    def streams(self) -> dict[str, Any] | None: ...
 
     def model_dump(self) -> dict[str, Any]: ...
 
 
 class SuiteDatasets(Protocol):
-    name: str
-    datasets: list[str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def datasets(self) -> list[str]: ...
 
     @property
     def model_extra(self) -> dict[str, Any] | None: ...
