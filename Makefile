@@ -58,7 +58,8 @@ ui: setup  ## MLflow UI on the embedded store, http://127.0.0.1:5000; prints the
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/lint-imports  # the layers of DESIGN.md, written in .importlinter
+	$(BIN)/lint-imports  # the layers of docs/design.md, written in .importlinter
+	$(BIN)/mypy  # the type checker, strict on tasks/ and flows/ ([tool.mypy] in pyproject.toml)
 
 docs: setup  ## the manual as a site, site/index.html; --strict: a broken link, anchor or page fails it (offline)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site

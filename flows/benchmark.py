@@ -212,10 +212,11 @@ def resolve_plan(
 ) -> Plan:
     """The suite with the caller's narrowing applied; every bad name is a UserError."""
     loaded = load_suite(suite, all_evaluations())
-    if frameworks and isinstance(frameworks[0], dict):
-        refs = [FrameworkRef(**entry) for entry in frameworks]  # as recorded by an execution
+    recorded = [entry for entry in frameworks or [] if isinstance(entry, dict)]
+    if recorded:
+        refs = [FrameworkRef(**entry) for entry in recorded]  # as recorded by an execution
     else:
-        refs = _pick_frameworks(loaded, frameworks)  # type: ignore[arg-type]
+        refs = _pick_frameworks(loaded, [entry for entry in frameworks or [] if isinstance(entry, str)])
     unavailable: dict[str, str] = {}
     adapters = _check_frameworks(refs, unavailable)
     specs = [load_dataset_spec(name) for name in (datasets or loaded.datasets)]

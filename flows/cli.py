@@ -86,6 +86,8 @@ class LazyCommands(TyperGroup):
         super().__init__(*args, **kwargs)
         self.commands = _CommandTable()  # type: ignore[assignment]  # typer reads it; nothing adds to it
 
+    # The three overrides below take typer.Context, as typer hands them; the base class names the
+    # Context of typer's private copy of click, which typer.Context extends (hence the ignores).
     def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return list(COMMANDS)  # typer's own reads each command, which would import them all
 

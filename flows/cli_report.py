@@ -13,8 +13,8 @@ from rich.table import Table
 from flows.output import frame_records, print_json
 from tasks.errors import UserError
 from tasks.paths import inside_project
-from tasks.report.build import build_report, default_folder, report_execution
-from tasks.report.compare import Thresholds
+from tasks.report.build import ReportOptions, build_report, default_folder, report_execution
+from tasks.report.compare import Comparison, Thresholds
 from tasks.report.compare_markdown import diagnostic_rows, write_folder
 from tasks.report.compare_store import compare_executions, resolve_execution
 from tasks.report.explanations import compare_importance
@@ -28,7 +28,7 @@ def _console() -> Console:
     return console if console.is_terminal else Console(width=200)
 
 
-def _print_frame(console: Console, frame, title: str) -> None:  # noqa: ANN001 - a pandas DataFrame
+def _print_frame(console: Console, frame: pd.DataFrame, title: str) -> None:
     table = Table(title=title, title_justify="left")
     for column in frame.columns:
         table.add_column(str(column), overflow="fold")
@@ -38,7 +38,7 @@ def _print_frame(console: Console, frame, title: str) -> None:  # noqa: ANN001 -
     console.print(table)
 
 
-def _print_executions(found) -> None:  # noqa: ANN001 - a pandas DataFrame
+def _print_executions(found: pd.DataFrame) -> None:
     if found.empty:
         _console().print("No suite executions in the MLflow store.")
         return
@@ -89,7 +89,7 @@ def report(
     if list_executions:
         _print_executions(read.executions(suite=suite.partition("@")[0] if suite else None))
         return
-    options: dict[str, object] = {
+    options: ReportOptions = {
         "baseline": baseline, "spread_threshold": spread_threshold, "bootstrap_rounds": bootstrap
     }
     if reference is not None:  # read before any work, so a bad file costs nothing
@@ -105,9 +105,12 @@ def report(
         if logged_on:
             read.log_folder(logged_on, folder, artifact_path=f"report-{folder.name}")
     else:
-        if not (run_id or suite):
+        if run_id:
+            execution_id = resolve_execution(run_id)
+        elif suite:
+            execution_id = resolve_execution(suite if "@" in suite else f"{suite}@latest")
+        else:
             raise UserError('name a SUITE, --run-id ID or --filter "..."; see `automl-eval report --help`.')
-        execution_id = resolve_execution(run_id or (suite if "@" in suite else f"{suite}@latest"))
         result = report_execution(execution_id, folder=out, **options)
         logged_on = execution_id
     if as_json:
@@ -202,7 +205,8 @@ def compare(
         sys.exit(1)
 
 
-def _print_compare_json(rows, result, base_id: str, cand_id: str, folder: Path) -> None:  # noqa: ANN001
+def _print_compare_json(rows: pd.DataFrame, result: Comparison, base_id: str, cand_id: str,
+                        folder: Path) -> None:
     print_json({"baseline": base_id, "candidate": cand_id, "rows": frame_records(rows),
                 "regressions": len(result.regressions), "unmatched": list(result.unmatched),
                 "table": str(folder / "compare.csv")})

@@ -284,7 +284,8 @@ class EmbeddedDispatcher:
         workers = jobs_at_once(jobs, self.parallel)
         gpu_pool = GpuPool(visible_gpu_ids()) if any(job.budget.gpus for job in jobs) else None
         outcomes: list[JobOutcome] = []
-        with ThreadPoolTaskRunner(max_workers=workers) as runner:
+        task_runner: ThreadPoolTaskRunner[JobOutcome] = ThreadPoolTaskRunner(max_workers=workers)
+        with task_runner as runner:
             futures = [
                 runner.submit(run_one_job, parameters={
                     "job_dict": job.to_dict(), "context": contexts[job.key].__dict__,

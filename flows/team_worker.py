@@ -346,7 +346,8 @@ async def serve(name: str, kind: str, limit: int) -> int:
     worker = HoldingTaskWorker(TASKS[kind], limit=limit)
     beating = asyncio.create_task(_beat(worker, beat))
     try:
-        await worker.start()
+        # prefect's sync_compatible decorator types start() as "a coroutine or None"; awaited, it is one.
+        await worker.start()  # type: ignore[misc]
     finally:
         beating.cancel()
         FORK_SERVER.shutdown()

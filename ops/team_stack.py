@@ -27,6 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from base64 import b64encode
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,7 @@ def credentials(settings: StackSettings) -> dict[str, str]:
     """The stack's secrets: from the environment, else from (or generated into) credentials.env."""
     path = settings.state_dir / CREDENTIALS_FILE
     stored = stored_credentials(settings.state_dir)
-    wanted = {
+    wanted: dict[str, Callable[[], str]] = {
         PREFECT_AUTH_ENV: lambda: f"{PREFECT_USER}:{secrets.token_urlsafe(18)}",  # the UI asks for it whole
         ADMIN_PASSWORD_ENV: lambda: secrets.token_urlsafe(18),  # MLflow wants >= 12 characters
         WORKERS_PASSWORD_ENV: lambda: secrets.token_urlsafe(18),

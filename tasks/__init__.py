@@ -1,1 +1,1 @@
-"""automl-eval: the work. Each module is one step of the data flow in DESIGN.md."""
+"""automl-eval: the work. Each module is one step of the data flow in docs/design.md."""

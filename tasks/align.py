@@ -197,14 +197,7 @@ def align_dataset(spec: DatasetSpec) -> AlignmentReport:
         windows_sparse=counts.sparse,
         windows_unlabelled=counts.unlabelled,
         streams={
-            name: StreamAlignment(
-                modality=card.streams[name].modality,
-                rate_hz=streams[name].rate_hz,
-                raw_samples=streams[name].raw_samples,
-                duplicates_dropped=streams[name].duplicates,
-                missing_samples=streams[name].missing,
-                **figures[name],
-            )
+            name: _stream_alignment(card.streams[name].modality, streams[name], figures[name])
             for name in streams
         },
         failures=failures,
@@ -218,6 +211,21 @@ def align_dataset(spec: DatasetSpec) -> AlignmentReport:
     content = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=float) + "\n"
     write_if_changed(report_path(spec), content.encode("utf-8"))
     return report
+
+
+def _stream_alignment(modality: str, stream: CleanStream, figures: dict[str, float]) -> StreamAlignment:
+    """A stream's record: its clean-up counts and the figures its clock correction and join measured."""
+    return StreamAlignment(
+        modality=modality, rate_hz=stream.rate_hz, raw_samples=stream.raw_samples,
+        duplicates_dropped=stream.duplicates, missing_samples=stream.missing,
+        offset_ms=figures["offset_ms"], correlation=figures["correlation"],
+        residual_mean_ms=figures["residual_mean_ms"], residual_max_ms=figures["residual_max_ms"],
+        residual_blocks=int(figures["residual_blocks"]),
+        outside_span_dropped=int(figures["outside_span_dropped"]),
+        unmatched_grid_rows=int(figures["unmatched_grid_rows"]), coverage=figures["coverage"],
+        dropped_share=figures["dropped_share"], join_distance_mean_ms=figures["join_distance_mean_ms"],
+        join_distance_max_ms=figures["join_distance_max_ms"],
+    )
 
 
 def _correct_clock(

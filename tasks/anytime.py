@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tasks.frameworks.capabilities import AnytimeCandidate
@@ -37,7 +38,7 @@ def candidate_result(candidate: AnytimeCandidate, X_test: pd.DataFrame, y_test: 
     proba = candidate.predict_proba(X_test) if candidate.predict_proba is not None else None
     if proba is not None:
         proba = pd.DataFrame({str(label): proba[label].to_numpy(dtype=float) for label in classes})
-        predictions = [str(value) for value in predictions]
+        predictions = np.asarray([str(value) for value in predictions], dtype=object)
         y_test = y_test.astype(str)
     return float(score(problem_type, metric, y_test, predictions, proba, classes)[RESULT])
 

@@ -37,15 +37,15 @@ def _proba_matrix(proba: pd.DataFrame, classes: Sequence[Any]) -> np.ndarray:
     return matrix / matrix.sum(axis=1, keepdims=True)
 
 
-def higher_is_better(metric: str, value: float) -> float:
-    """AMLB's `result`: the metric itself, or its negation when lower is better."""
+def oriented_score(metric: str, value: float) -> float:
+    """AMLB's `result`: the metric's value turned higher-is-better (negated when lower is better)."""
     return -value if get_metric(metric).lower_is_better else value
 
 
 def _every_score(problem_type: str, metric: str, fold: Predictions | Forecasts) -> dict[str, float]:
     scores = {entry.name: float(value) for entry in metrics_for(problem_type)
               if (value := entry.score(fold)) is not None}
-    scores[RESULT] = higher_is_better(metric, scores[metric])
+    scores[RESULT] = oriented_score(metric, scores[metric])
     return scores
 
 

@@ -156,8 +156,12 @@ def scaling_record(job: Job, info: Mapping[str, Any]) -> tuple[dict[str, str], d
 class MetricOptimiser(Protocol):
     """What the metric check needs of a framework adapter (tasks/frameworks/base.FrameworkAdapter)."""
 
-    problem_types: frozenset[str]
-    metric_names: str | None  # whose metric names it optimises the suite metric by; None: none
+    @property
+    def problem_types(self) -> frozenset[str]: ...
+
+    @property
+    def metric_names(self) -> str | None:
+        """Whose metric names it optimises the suite metric by; None: none."""
 
 
 def check_suite_metrics(
@@ -181,7 +185,9 @@ def check_suite_metrics(
 class TakesDatasets(Protocol):
     """What the plan asks of a framework adapter (tasks/frameworks/base.py, FrameworkAdapter)."""
 
-    uses_gpu: bool  # whether a GPU the budget grants is of any use to it
+    @property
+    def uses_gpu(self) -> bool:
+        """Whether a GPU the budget grants is of any use to it."""
 
     def applies_to(self, spec: DatasetSpec) -> str | None: ...
 

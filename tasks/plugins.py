@@ -23,11 +23,19 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from tasks.errors import UserError
 
-T = TypeVar("T")
+
+class Named(Protocol):
+    """What every plug-in object has: the name it is registered and asked for by."""
+
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=Named)
 
 
 @dataclass(frozen=True)
@@ -74,7 +82,9 @@ class Registry(Generic[T]):
     not looked into.
     """
 
-    def __init__(self, kind: str, plural: str, *, base: type[T], package: str, attribute: str,
+    # `base` is typed loosely because it is usually an abstract class, which mypy does not accept as
+    # type[T]; the annotation `Registry[Base]` fixes T, and `_object` checks instances against `base`.
+    def __init__(self, kind: str, plural: str, *, base: type[Any], package: str, attribute: str,
                  skip: frozenset[str] = frozenset(), extra_env: str = "") -> None:
         self.kind, self.plural, self.base = kind, plural, base
         self.package, self.attribute, self.skip, self.extra_env = package, attribute, skip, extra_env
@@ -98,7 +108,7 @@ class Registry(Generic[T]):
             target = f"{self.package}.{module_info.name}:{self.attribute}"
             plugin = self._object(target, must=False)
             if plugin is not None:
-                found[str(plugin.name)] = Entry(str(plugin.name), target)  # type: ignore[attr-defined]
+                found[str(plugin.name)] = Entry(str(plugin.name), target)
         return found
 
     @cache  # noqa: B019
@@ -109,14 +119,14 @@ class Registry(Generic[T]):
             if not path.is_file():
                 raise UserError(f"{self.extra_env}: no {self.kind} module at {path}; fix the path.")
             target = f"{path}:{self.attribute}"
-            plugin = self._object(target, must=True)
-            found[str(plugin.name)] = Entry(str(plugin.name), target)  # type: ignore[attr-defined]
+            plugin = self._loaded(target)
+            found[str(plugin.name)] = Entry(str(plugin.name), target)
         return found
 
     def _object(self, target: str, *, must: bool) -> T | None:
         plugin = load_target(target, module_prefix=f"automl_eval_extra_{self.kind.replace(' ', '_')}")
         if isinstance(plugin, self.base):
-            return plugin
+            return cast(T, plugin)
         if must:
             where = target.rpartition(":")[0]
             raise UserError(f"{where}: defines no {self.attribute} (a {self.base.__name__} instance); "

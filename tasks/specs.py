@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -20,6 +20,7 @@ from tasks.adaptive import DECISIONS, Decision
 from tasks.errors import UserError
 from tasks.metric_registry import PROBLEM_TYPES, check_metric, default_metric
 from tasks.multimodal.combinations import combination_spec, expand_datasets
+from tasks.plugins import did_you_mean
 
 # `forecasting`: many series, each forecast `horizon` steps ahead (its card's `forecast:` block,
 # tasks/forecasting/card.py, says which columns are the series id, the time and the value).
@@ -45,7 +46,8 @@ VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]*")
 OPENML_TASK_ENTRY = re.compile(r"openml/t/([1-9][0-9]*)")
 OPENML_SUITE_ENTRY = re.compile(r"openml/s/([1-9][0-9]*)")
 # Gate checks a card may accept knowingly (tasks/data/validate.py runs and reports them anyway).
-ACCEPTABLE_CHECKS = ("no_train_test_duplicates", "classes_at_least_folds", "columns_declared")
+AcceptableCheck = Literal["no_train_test_duplicates", "classes_at_least_folds", "columns_declared"]
+ACCEPTABLE_CHECKS: tuple[str, ...] = get_args(AcceptableCheck)
 
 
 def is_plain_name(value: str) -> bool:
@@ -121,7 +123,7 @@ class FoldsSpec(_Strict):
 class GateSpec(_Strict):
     """A card's `gate:` block: `allow: [check, ...]` accepts named gate checks knowingly."""
 
-    allow: list[Literal[ACCEPTABLE_CHECKS]] = Field(default_factory=list)  # type: ignore[valid-type]
+    allow: list[AcceptableCheck] = Field(default_factory=list)
 
 
 def _inside_datasets(file: str) -> str:
@@ -139,8 +141,6 @@ def _inside_datasets(file: str) -> str:
 class DatasetSpec(_Strict):
     """A dataset card, specs/datasets/NAME.yaml."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)  # modalities may add their own fields
-
     name: str
     description: str = ""
     source: SourceSpec
@@ -155,6 +155,19 @@ class DatasetSpec(_Strict):
     # How the outer folds are made: a number (K random folds) or a FoldsSpec mapping.
     folds: FoldsSpec | None = None
     gate: GateSpec = Field(default_factory=GateSpec)
+    # A column whose equal values share a fold (tasks/data/folds.py), when `folds:` does not say it.
+    fold_groups: str | None = None
+    # The blocks of the modalities. Each is declared here, so that any other key is refused, and
+    # checked in detail by its modality's module, a layer above this one:
+    forecast: dict[str, Any] | None = None  # problem_type forecasting: tasks/forecasting/card.py
+    image: dict[str, Any] | None = None  # modality image: tasks/images/card.py
+    pixels_of: str | None = None  # a pixel table's image card: tasks/images/card.py
+    # modality multimodal: tasks/multimodal/cards.py
+    streams: dict[str, Any] | None = None
+    labels: dict[str, Any] | None = None
+    alignment: dict[str, Any] | None = None
+    # Filled for a combination `NAME[STREAM+STREAM]` (tasks/multimodal/combinations.py): its streams.
+    modality_combination: str | None = None
     card_path: str | None = None  # filled by the loader, for error messages
 
     _name_is_plain = field_validator("name")(_plain_name)
@@ -397,13 +410,18 @@ def read_yaml(path: Path) -> Any:
         raise UserError(f"{path}:{where}: malformed YAML ({problem}); fix the syntax there.") from None
 
 
-def describe_validation_error(path: Path, exc: ValidationError, within: str = "") -> str:
-    """One sentence for the first pydantic error: file, field (under the block `within`), what is wrong."""
+def describe_validation_error(path: Path, exc: ValidationError, within: str = "",
+                              known: Iterable[str] = ()) -> str:
+    """One sentence for the first pydantic error: file, field (under the block `within`), what is wrong.
+    `known`: the top-level field names, to suggest the closest for a misspelt one."""
     first = exc.errors()[0]
     field = ".".join([within] * bool(within) + [str(p) for p in first["loc"]]) or "(top level)"
     kind = first["type"]
     if kind == "extra_forbidden":
-        return f"{path}: unknown field '{field}'; remove it or check its spelling."
+        closest = did_you_mean(str(first["loc"][-1]), known) if len(first["loc"]) == 1 else ""
+        if closest:
+            return f"{path}: unknown field '{field}'{closest} Rename it, or remove it."
+        return f"{path}: unknown field '{field}'; remove it or fix its spelling."
     if kind == "missing":
         return f"{path}: field '{field}' is required; add it."
     return f"{path}: field '{field}': {first['msg']}."
@@ -530,7 +548,7 @@ def load_dataset_spec(name_or_path: str | Path) -> DatasetSpec:
     try:
         return DatasetSpec(**data, card_path=str(path))
     except ValidationError as exc:
-        raise UserError(describe_validation_error(path, exc)) from None
+        raise UserError(describe_validation_error(path, exc, known=DatasetSpec.model_fields)) from None
 
 
 def list_dataset_specs() -> list[DatasetSpec]:
@@ -564,7 +582,8 @@ def load_budget(name: str) -> Budget:
 class SuiteBlock(Protocol):
     """What a post-job evaluation offers a suite: the pydantic model of its block (`serving:`)."""
 
-    settings_model: type[BaseModel]
+    @property
+    def settings_model(self) -> type[BaseModel]: ...
 
 
 def _evaluation_settings(path: Path, data: dict[str, Any],

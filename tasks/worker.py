@@ -162,8 +162,9 @@ def run(job_dir: Path, request: JobRequest, costs: dict[str, float], info: JobIn
         started = time.perf_counter()
         quantiles = model.predict_quantiles(X_test)
         info.predict_quantiles_s = time.perf_counter() - started
-        for column in quantiles.columns if quantiles is not None else []:
-            table[column] = quantiles[column].to_numpy(dtype=float)
+        if quantiles is not None:
+            for column in quantiles.columns:
+                table[column] = quantiles[column].to_numpy(dtype=float)
 
     mark_stage(job_dir, "saving")
     model_dir = job_dir / MODEL_DIR

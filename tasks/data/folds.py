@@ -98,7 +98,7 @@ def group_column(spec: DatasetSpec) -> str | None:
     card = spec.folds_spec
     if card.strategy == "group":
         return _card_column(spec, card.column, "folds.column")
-    declared = (spec.model_extra or {}).get("fold_groups")
+    declared = spec.fold_groups
     if declared is None and spec.modality == "multimodal" and MULTIMODAL_GROUP_COLUMN in spec.columns:
         return MULTIMODAL_GROUP_COLUMN
     if declared is not None:

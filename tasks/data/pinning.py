@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tasks import paths
 from tasks.data.versions import PIN_FILE, file_md5, pinned_md5, tracked_files
+
+if TYPE_CHECKING:  # dvc takes about a second to import; dvc_repo imports it when called
+    from dvc.repo import Repo
 
 
 def dvc_initialised() -> bool:
@@ -38,7 +42,7 @@ def pinned_listing() -> dict[str, str] | None:
     return {entry["relpath"]: entry["md5"] for entry in entries}
 
 
-def dvc_repo():  # noqa: ANN201 - dvc.repo.Repo, imported lazily
+def dvc_repo() -> Repo:
     # DVC logs warnings (e.g. every object a remote lacks) straight to the console; the outcome
     # is reported here in one sentence instead.
     logging.getLogger("dvc").setLevel(logging.ERROR)

@@ -288,6 +288,7 @@ def _fold_checks(
                 example = int(test_rows[shared][0])
     sentence = ""
     if leaks:
+        assert example is not None  # set with the first leak
         listed = ", ".join(f"fold {fold}: {count}" for fold, count in leaks.items())
         card = spec.card_path or "the card"
         allow = f"`gate: {{allow: [no_train_test_duplicates]}}` in {card}"

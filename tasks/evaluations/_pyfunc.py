@@ -42,6 +42,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature, infer_signature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.pyfunc.model import PythonModel
 from mlflow.types import ColSpec, DataType, Schema
 from mlflow.types.schema import AnyType
 
@@ -75,7 +76,7 @@ def predictions_frame(model: Any, task: Any, X: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(columns, index=X.index)
 
 
-class AdapterPyfunc(mlflow.pyfunc.PythonModel):
+class AdapterPyfunc(PythonModel):
     """Loads `artifacts["model_dir"]` with the adapter that saved it."""
 
     # Every framework's columns pass through this one wrapper, so it has no single input type to

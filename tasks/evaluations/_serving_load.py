@@ -125,7 +125,7 @@ def main(argv: list[str]) -> int:
     from locust.env import Environment
     from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-    bodies = [line.encode() for line in Path(plan["bodies_file"]).read_text().splitlines() if line]
+    bodies = [line for line in Path(plan["bodies_file"]).read_text().splitlines() if line]
     body_index = itertools.count()
     live: dict[str, _Live | None] = {"step": None}
     timeout_s = float(plan["request_timeout_s"])

@@ -27,7 +27,13 @@ from pydantic import Field
 
 from tasks.evaluations import _attribution as attribution
 from tasks.evaluations import _shap as shapley
-from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.evaluations.base import (
+    EvaluationContext,
+    EvaluationResult,
+    EvaluationSettings,
+    EvaluationStatus,
+    PostJobEvaluation,
+)
 from tasks.frameworks.capabilities import NotOffered
 
 IMPORTANCE_FILE = "importance.csv"
@@ -78,7 +84,8 @@ class ExplainEvaluation(PostJobEvaluation):
     }
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
-        settings: ExplainSettings = context.settings  # type: ignore[assignment]
+        settings = context.settings
+        assert isinstance(settings, ExplainSettings)  # the context holds this evaluation's own settings
         context.model, context.fold  # noqa: B018 - load both before the clock starts
         _start_clock(context)
         if context.spec.modality == "text":
@@ -221,7 +228,7 @@ def _explain_tabular(context: EvaluationContext, settings: ExplainSettings, feat
     table.reset_index().to_csv(folder / IMPORTANCE_FILE, index=False)
     # A part cut by the limit, or one that failed, makes the whole partial (the rest still stands).
     cut = [n for n in notes if any(w in n for w in ("within the limit", "at the limit", "fit in", "failed"))]
-    status = "partial" if cut else "ok"
+    status: EvaluationStatus = "partial" if cut else "ok"
     return EvaluationResult(
         status=status, reason="; ".join(cut) + "." if cut else "", metrics=metrics, files=files,
         info={"notes": notes, "baseline_result": permutation.baseline_result,

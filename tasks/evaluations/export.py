@@ -74,7 +74,8 @@ class ExportEvaluation(PostJobEvaluation):
                                 if outcome.reason else outcome.status)
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
-        settings: ExportSettings = context.settings  # type: ignore[assignment]
+        settings = context.settings
+        assert isinstance(settings, ExportSettings)  # the context holds this evaluation's own settings
         metrics: dict[str, float] = {}
         files: list[str] = []
         info: dict[str, Any] = {}

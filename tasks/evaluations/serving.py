@@ -200,7 +200,8 @@ class ServingEvaluation(PostJobEvaluation):
     grace_s = LOAD_GRACE_S
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
-        settings: ServingSettings = context.settings  # type: ignore[assignment]
+        settings = context.settings
+        assert isinstance(settings, ServingSettings)  # the context holds this evaluation's own settings
         folder = context.folder
         server_cores, load_cores = _placement(context.cores)
         info: dict[str, Any] = {

@@ -53,7 +53,7 @@ class ForecastSpec(BaseModel):
 def forecast_card(spec: DatasetSpec) -> ForecastSpec:
     """The card's `forecast:` block, checked; one sentence naming the field when it is wrong."""
     where = spec.card_path or f"dataset '{spec.name}'"
-    block = (spec.model_extra or {}).get(FORECAST_FIELD)
+    block = spec.forecast
     if spec.problem_type != "forecasting":
         raise UserError(f"{where}: problem_type is '{spec.problem_type}'; set 'problem_type: forecasting' "
                         "to use the 'forecast' block.")

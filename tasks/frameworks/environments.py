@@ -22,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from tasks import paths
 from tasks.errors import UserError
@@ -121,11 +121,12 @@ class FrameworkEnvironment:
     def freeze_file(self) -> Path:
         return self.folder / FREEZE_FILE
 
-    def marker(self) -> dict[str, object] | None:
+    def marker(self) -> dict[str, Any] | None:
         try:
-            return json.loads((self.folder / MARKER_FILE).read_text())
+            found = json.loads((self.folder / MARKER_FILE).read_text())
         except (OSError, ValueError):
             return None
+        return found if isinstance(found, dict) else None
 
     def state(self) -> EnvironmentState:
         """What the folder says, without starting its Python (cheap enough for `frameworks list`)."""
@@ -210,9 +211,14 @@ _probed_usable: set[tuple[str, float]] = set()  # (folder, marker mtime) of envi
 class DeclaresEnvironments(Protocol):
     """What `declared` reads of a framework adapter (tasks/frameworks/base.py, which imports this module)."""
 
-    name: str
-    package: str
-    environments: tuple[EnvironmentSpec, ...]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def package(self) -> str: ...
+
+    @property
+    def environments(self) -> tuple[EnvironmentSpec, ...]: ...
 
 
 def declared(adapter: DeclaresEnvironments) -> list[FrameworkEnvironment]:

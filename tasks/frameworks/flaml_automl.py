@@ -19,7 +19,9 @@ import logging
 import math
 import pickle
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -115,11 +117,13 @@ class FlamlModel(FittedModel):
         retrains = search.options.get("retrain_full", True) is not False
         live: dict[str, _Refit] = {}  # the one refit held at a time (each holds FLAML's data copies)
         candidates = []
+        predict: Callable[[pd.DataFrame], np.ndarray]
+        proba: Callable[[pd.DataFrame], pd.DataFrame]
         for record in records:
             kept = None if retrains else self._kept_model(record)
             if kept is not None:
-                predict, proba, source, cost_s = (lambda X, m=kept: self._kept_predict(m, X),
-                                                  lambda X, m=kept: self._kept_proba(m, X), KEPT, 0.0)
+                predict, proba, source, cost_s = (partial(self._kept_predict, kept),
+                                                  partial(self._kept_proba, kept), KEPT, 0.0)
             else:
                 refit = _Refit(self, record.record_id, train_full=retrains, live=live)
                 predict, proba = refit.predict, refit.predict_proba

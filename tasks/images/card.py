@@ -22,15 +22,14 @@ from tasks.specs import DatasetSpec
 
 IMAGE_FIELD = "image"
 IMAGE_ROLE = "image"
-# A tabular card's field naming the image card whose pixels it holds, one column per pixel, same rows
-# and same folds (tabular learners as baselines on images).
-PIXELS_OF_FIELD = "pixels_of"
 
 
 def pixels_of(spec: DatasetSpec) -> str | None:
-    """The image card a pixel table is made from (its `pixels_of`), or None for any other card."""
-    value = (spec.model_extra or {}).get(PIXELS_OF_FIELD)
-    return str(value) if value is not None else None
+    """The image card a pixel table is made from (its `pixels_of`), or None for any other card.
+
+    A tabular card's `pixels_of` names the image card whose pixels it holds, one column per pixel,
+    same rows and same folds (tabular learners as baselines on images)."""
+    return spec.pixels_of
 
 
 class ImageSpec(BaseModel):
@@ -55,7 +54,7 @@ def image_column(spec: DatasetSpec) -> str:
 def image_card(spec: DatasetSpec) -> ImageSpec:
     """The card's `image:` block, checked; one sentence naming the field when it is wrong."""
     where = spec.card_path or f"dataset '{spec.name}'"
-    block = (spec.model_extra or {}).get(IMAGE_FIELD)
+    block = spec.image
     if spec.modality != "image":
         raise UserError(f"{where}: modality is '{spec.modality}'; set 'modality: image' to use the "
                         f"'{IMAGE_FIELD}' block.")

@@ -38,8 +38,9 @@ def decode(data: bytes) -> np.ndarray:
         raise ValueError("the file is empty (0 bytes)")
     from PIL import Image  # see _pillow_is_imported_late below
 
-    with Image.open(io.BytesIO(data)) as image:
-        image.load()
+    with Image.open(io.BytesIO(data)) as opened:
+        opened.load()
+        image: Image.Image = opened
         if image.mode not in ("L", "RGB", "RGBA"):
             image = image.convert("RGBA" if "A" in image.mode else "RGB" if image.mode != "1" else "L")
         array = np.asarray(image, dtype=np.uint8)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from tasks.errors import UserError
@@ -25,7 +26,8 @@ def _inside(datasets_dir: Path, folder: Path, relative: str) -> bool:
     return not (normal == ".." or normal.startswith(".." + os.sep))
 
 
-def image_bytes(values: pd.Series, table: Path, datasets_dir: Path, positions: object = None) -> pd.Series:
+def image_bytes(values: pd.Series, table: Path, datasets_dir: Path,
+                positions: np.ndarray | None = None) -> pd.Series:
     """`values` as encoded image bytes: bytes stay as they are, text is a file path read from disk.
 
     `positions` (the rows' positions in the table, when only some rows were read) makes the row
@@ -36,7 +38,7 @@ def image_bytes(values: pd.Series, table: Path, datasets_dir: Path, positions: o
     folder = table.parent
     contents: list[bytes] = []
     for index, relative in enumerate(values.tolist()):
-        row = int(positions[index]) + 1 if positions is not None else index + 1  # type: ignore[index]
+        row = int(positions[index]) + 1 if positions is not None else index + 1
         path = (folder / str(relative)) if isinstance(relative, str) else None
         if path is None or not _inside(datasets_dir, folder, str(relative)):
             raise UserError(f"{table}: row {row} names {relative!r}, a path leaving datasets/; give a path "

@@ -25,6 +25,7 @@ from tasks.multimodal.combinations import FEATURE_SEPARATOR as FEATURE_SEPARATOR
 from tasks.specs import DatasetSpec
 
 WindowStat = Literal["mean", "std", "min", "max", "median", "rms"]
+DEFAULT_WINDOW_STATS: tuple[WindowStat, ...] = ("mean", "std", "min", "max")
 # How a stream's shared signal is made from its sync columns: the magnitude itself, or how fast
 # it changes (|d magnitude / dt|), which removes constant parts such as gravity.
 SyncSignal = Literal["magnitude", "change"]
@@ -94,7 +95,7 @@ class AlignmentSpec(_Strict):
     step_s: float | None = Field(default=None, gt=0)  # default: window_s (no overlap)
     min_fill: float = Field(default=0.8, gt=0, le=1)  # share of a window's grid rows required
     label_purity: float = Field(default=0.9, gt=0, le=1)  # share of a window one label must cover
-    features: list[WindowStat] = Field(default_factory=lambda: ["mean", "std", "min", "max"])
+    features: list[WindowStat] = Field(default_factory=lambda: list(DEFAULT_WINDOW_STATS))
 
 
 class MultimodalCard(_Strict):
@@ -119,12 +120,9 @@ def multimodal_card(spec: DatasetSpec) -> MultimodalCard:
         raise UserError(
             f"{where}: modality is '{spec.modality}'; set 'modality: multimodal' to align streams."
         )
-    extra = spec.model_extra or {}
     try:
-        card = MultimodalCard(
-            streams=extra.get("streams") or {},
-            labels=extra.get("labels") or {},
-            alignment=extra.get("alignment") or {},
+        card = MultimodalCard.model_validate(
+            {"streams": spec.streams or {}, "labels": spec.labels or {}, "alignment": spec.alignment or {}}
         )
     except ValidationError as exc:
         first = exc.errors()[0]

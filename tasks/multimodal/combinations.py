@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from tasks.errors import UserError
@@ -18,20 +18,30 @@ from tasks.errors import UserError
 
 # What this module reads of a dataset card and a suite (tasks/specs.py, which imports this module).
 class Card(Protocol):
-    name: str
-    modality: str
-    card_path: str | None
-    columns: dict[str, str]
+    @property
+    def name(self) -> str: ...
 
     @property
-    def model_extra(self) -> dict[str, Any] | None: ...
+    def modality(self) -> str: ...
+
+    @property
+    def card_path(self) -> str | None: ...
+
+    @property
+    def columns(self) -> Mapping[str, str]: ...
+
+    @property
+    def streams(self) -> dict[str, Any] | None: ...
 
     def model_dump(self) -> dict[str, Any]: ...
 
 
 class SuiteDatasets(Protocol):
-    name: str
-    datasets: list[str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def datasets(self) -> list[str]: ...
 
     @property
     def model_extra(self) -> dict[str, Any] | None: ...
@@ -41,7 +51,7 @@ CardT = TypeVar("CardT", bound=Card)
 
 _NAME = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<streams>[^\[\]]+)\]$")
 STREAM_JOIN = "+"
-COMBINATION_FIELD = "modality_combination"  # extra field of a combination's spec: "acc+gyro"
+COMBINATION_FIELD = "modality_combination"  # the field of a combination's spec: "acc+gyro"
 FEATURE_SEPARATOR = "__"  # feature column = STREAM__COLUMN__STAT, so a stream owns a prefix
 
 
@@ -58,7 +68,7 @@ def combination_name(base: str, streams: list[str] | tuple[str, ...]) -> str:
 
 
 def stream_names(spec: Card) -> list[str]:
-    streams = (spec.model_extra or {}).get("streams") or {}
+    streams = spec.streams or {}
     return list(streams) if isinstance(streams, dict) else []
 
 

@@ -46,7 +46,7 @@ def window_table(
     expected_rows = alignment.window_s / grid_period_s
     # Windows start on multiples of the step on the reference clock, so they line up with labels.
     first = np.ceil(times[0] / step - 1e-9) * step if len(times) else 0.0
-    starts = np.arange(first, times[-1] - alignment.window_s + 1e-9, step) if len(times) else []
+    starts = np.arange(first, times[-1] - alignment.window_s + 1e-9, step) if len(times) else np.empty(0)
     seg_start = segments["start"].to_numpy(dtype=float)
     seg_end = segments["end"].to_numpy(dtype=float)
     rows: list[dict[str, object]] = []

@@ -8,6 +8,7 @@ is the budget name; the raw metric values follow as their own columns.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
@@ -91,5 +92,5 @@ def results_frame(jobs: pd.DataFrame) -> pd.DataFrame:
     return out[list(AMLB_COLUMNS)].sort_values(["task", "framework", "fold", "seed"], ignore_index=True)
 
 
-def write_results_csv(jobs: pd.DataFrame, path) -> None:
+def write_results_csv(jobs: pd.DataFrame, path: Path) -> None:
     results_frame(jobs).to_csv(path, index=False)

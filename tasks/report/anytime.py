@@ -9,9 +9,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import matplotlib.pyplot as plt  # the Agg backend: tasks/report/plots.py sets it
 import pandas as pd
 
-from tasks.report.plots import _colors, _save, plt
+from tasks.report.plots import _colors, _save
 from tasks.vocabulary import RESULT
 
 FIGURES = ["anytime_t95_s", "anytime_t99_s", "fit_s"]

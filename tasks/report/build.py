@@ -9,6 +9,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pandas as pd
 
@@ -68,6 +69,16 @@ class Report:
     figures: list[Path] = field(default_factory=list)
     anchor: str = ""
     robustness: robustness.RobustnessReport | None = None
+
+
+class ReportOptions(TypedDict, total=False):
+    """What a user may set on a report (`automl-eval report`'s options), as build_report takes it."""
+
+    baseline: str
+    spread_threshold: float
+    bootstrap_rounds: int
+    alpha: float
+    reference: tuple[str, pd.DataFrame] | None
 
 
 def build_report(
@@ -404,7 +415,7 @@ def report_execution(
     folder: Path | None = None,
     uri: str | None = None,
     log_to_mlflow: bool = True,
-    **options: object,
+    **options: Unpack[ReportOptions],
 ) -> Report:
     """Report on one suite execution from MLflow, and attach the folder to its parent run (`report/`)."""
     parent = read.execution(execution_id, uri=uri)
@@ -419,8 +430,7 @@ def report_execution(
         explanations = load_explanations(runs, Path(downloads), uri=uri) if not runs.empty else None
         report = build_report(runs, folder, title=title, robustness_cases=cases, explanations=explanations,
                               forecasts=forecasts, anytime_curves=curves,
-                              adaptive_settings=_adaptive_settings(suite),
-                              **options)  # type: ignore[arg-type]
+                              adaptive_settings=_adaptive_settings(suite), **options)
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
     return report

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -42,7 +43,7 @@ from tasks.report.compare_attribution import (
     signature,
 )
 from tasks.report.compare_stats import noise_std, relative_noise, z_score
-from tasks.resources import SERIES_FILE
+from tasks.resources import SERIES_FILE, SERIES_TIME
 from tasks.vocabulary import RESULT, STATUSES
 
 
@@ -170,14 +171,14 @@ def check_runs(runs: pd.DataFrame, side: str) -> None:
 def _check_series(run_series: RunSeries) -> None:
     for run_id, artifacts in run_series.items():
         for name, frame in artifacts.items():
-            needed = [job_series.SERIES_TIME] + (["rss_mb"] if name == SERIES_FILE else [])
+            needed = [SERIES_TIME] + (["rss_mb"] if name == SERIES_FILE else [])
             for column in needed:
                 if column not in frame:
                     raise UserError(f"run {run_id}: artifact {name} has no `{column}` column; "
                                     "delete the artifact or re-run the job.")
-            times = pd.to_numeric(frame[job_series.SERIES_TIME], errors="coerce")
+            times = pd.to_numeric(frame[SERIES_TIME], errors="coerce")
             if times.isna().any() or not times.is_monotonic_increasing:
-                raise UserError(f"run {run_id}: column `{job_series.SERIES_TIME}` of artifact {name} "
+                raise UserError(f"run {run_id}: column `{SERIES_TIME}` of artifact {name} "
                                 "is not increasing numbers; delete the artifact or re-run the job.")
 
 
@@ -345,9 +346,21 @@ def _too_short(b_ok: pd.DataFrame, name: str) -> bool:
     return not (duration in b_ok and bool(b_ok[duration].mean() >= MIN_STAGE_S))
 
 
+class QuantityRow(TypedDict):
+    """One quantity of one (dataset, framework) cell: both sides' means, the change and its verdict."""
+
+    metric: str
+    current: float
+    baseline: float
+    change: float
+    change_pct: float
+    z: float
+    regression: bool
+
+
 def _quantity_row(
     figure: Quantity, b_ok: pd.DataFrame, c_ok: pd.DataFrame, thresholds: Thresholds, relative_noise: float
-) -> dict[str, object] | None:
+) -> QuantityRow | None:
     quantity = figure.name
     base_values, cand_values = b_ok[quantity].dropna(), c_ok[quantity].dropna()
     if base_values.empty:

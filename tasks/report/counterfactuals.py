@@ -161,10 +161,9 @@ def attribute(
             continue
         table = pd.DataFrame({mix: values.reindex(units) for mix, values in per_mix.items()})
         if method == ALL_MIXES:
-            per_unit = {f: [] for f in factors}
+            per_unit: dict[str, list[float]] = {f: [] for f in factors}
             for unit in units:
-                row = table.loc[unit]
-                for factor, value in shapley(factors, lambda s, row=row: float(row[frozenset(s)])).items():
+                for factor, value in shapley(factors, _mix_values(table.loc[unit])).items():
                     per_unit[factor].append(value)
         else:
             base = table[frozenset()].to_numpy()
@@ -254,3 +253,8 @@ def bisect_releases(
     # Never measured: low and high move only on a release that ran (one that could not is here too).
     result.untried = list(releases[low + 1 : high])
     return result
+
+
+def _mix_values(row: pd.Series) -> Callable[[frozenset[str]], float]:
+    """The outcome of each mix (a set of factors switched to the candidate) of one unit's row."""
+    return lambda mix: float(row[frozenset(mix)])

@@ -35,7 +35,7 @@ def shap_summaries(runs: pd.DataFrame, shap_files: dict[str, Path], folder: Path
     (`shap_files`: run id -> its saved SHAP values)."""
     import shap  # optional and heavy: only a report of explained runs draws it
 
-    figures = []
+    figures: list[Path] = []
     ok = runs[(runs.get("status") == "ok") & runs["run_id"].isin(list(shap_files))].copy()
     if ok.empty or "result" not in ok:
         return figures

@@ -71,13 +71,14 @@ def _mean(values: list[float]) -> float:
     return float(np.mean(finite)) if finite else float("nan")
 
 
-def _vectors(importance: pd.DataFrame, column: str = IMPORTANCE) -> dict[tuple, pd.Series]:
+def _vectors(importance: pd.DataFrame,
+             column: str = IMPORTANCE) -> dict[tuple[str, str, int, int], pd.Series]:
     """(dataset, framework, fold, seed) -> importance per feature."""
     return {key: group.set_index("feature")[column].astype(float)
             for key, group in importance.groupby(KEYS, sort=True)}
 
 
-def _ranks_anything(importance: pd.DataFrame, cell: tuple) -> bool:
+def _ranks_anything(importance: pd.DataFrame, cell: tuple[str, str]) -> bool:
     """Whether any job of (dataset, framework) ranks its features (the constant baseline never does)."""
     rows = importance[(importance["dataset"] == cell[0]) & (importance["framework"] == cell[1])]
     return any(informative(group.set_index("feature")[IMPORTANCE]) for _, group in rows.groupby(KEYS))

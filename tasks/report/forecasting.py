@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import matplotlib.pyplot as plt  # the Agg backend: tasks/report/plots.py sets it
 import pandas as pd
 
 from tasks.metric_registry import default_metric, get_metric
 from tasks.predictions import FORECAST_ID, FORECAST_TIME, PREDICTION, TRUTH
-from tasks.report.plots import _colors, _save, plt
+from tasks.report.plots import _colors, _save
 
 # The M4 table's metric is the forecasting default (OWA); sMAPE and MASE are its two parts. Looked up
 # in the metric registry, so a renamed or removed metric fails here, at import, not in a report.

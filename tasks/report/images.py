@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import matplotlib.pyplot as plt  # the Agg backend: tasks/report/plots.py sets it
 import numpy as np
 import pandas as pd
 
 from tasks.errors import UserError
 from tasks.images.card import pixels_of
-from tasks.report.plots import _save, plt
+from tasks.report.plots import _save
 from tasks.specs import load_dataset_spec
 
 ACCURACY, TOP5 = "acc", "top5_acc"

@@ -13,13 +13,17 @@ matplotlib.use("Agg")  # files only: reports are written on servers and in flows
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
 DPI = 120
 FADED = 0.25
 
 
-def _save(figure: plt.Figure, path: Path, *, tight: bool = True, dpi: int = DPI) -> Path:
+def _save(figure: Figure, path: Path, *, tight: bool = True, dpi: int = DPI) -> Path:
     if tight:  # tight_layout is slow on many small panels; those set their spacing themselves
         figure.tight_layout()
     figure.savefig(path, dpi=dpi)
@@ -139,7 +143,7 @@ def win_rate(matrix: pd.DataFrame, path: Path) -> Path:
 
 
 def _front_scatter(
-    axes: plt.Axes, points: pd.DataFrame, x: str, y: str, colors: dict[str, str], *, labels: bool = True
+    axes: Axes, points: pd.DataFrame, x: str, y: str, colors: dict[str, str], *, labels: bool = True
 ) -> None:
     for row in points.itertuples():
         front = bool(row.on_front)
@@ -166,7 +170,7 @@ def _front_scatter(
     axes.step(front[x], front[y], where="post", color="black", linewidth=1, alpha=0.6, zorder=2)
 
 
-def _log_x(axes: plt.Axes, values: pd.Series) -> None:
+def _log_x(axes: Axes, values: pd.Series) -> None:
     """Log scale with plain tick labels (no slow mathtext): 1-2-5 steps on short ranges, decades on long."""
     axes.set_xscale("log")
     positive = values[values > 0]
@@ -176,14 +180,15 @@ def _log_x(axes: plt.Axes, values: pd.Series) -> None:
     axes.xaxis.set_minor_locator(NullLocator())
 
 
-def _front_legend(axes: plt.Axes) -> None:
+def _front_legend(axes: Axes) -> None:
     axes.scatter([], [], color="gray", edgecolor="black", label="on the Pareto front")
     axes.scatter([], [], color="gray", alpha=FADED, label="dominated")
     axes.legend(loc="best", fontsize=7)
 
 
 def _colors(frameworks: list[str]) -> dict[str, str]:
-    palette = plt.get_cmap("tab10").colors
+    colormap = plt.get_cmap("tab10")
+    palette = [to_hex(colormap(index)) for index in range(colormap.N)]
     return {name: palette[i % len(palette)] for i, name in enumerate(sorted(frameworks))}
 
 
@@ -229,13 +234,13 @@ def pareto_per_dataset(points: pd.DataFrame, metrics: dict[str, str], cost: str,
     for axes in list(grid.flat)[len(datasets) :]:
         axes.axis("off")
     handles = [
-        plt.Line2D(
+        Line2D(
             [], [], marker="o", linestyle="", color="gray", markeredgecolor="black", label="on the front"
         ),
-        plt.Line2D([], [], marker="o", linestyle="", color="gray", alpha=FADED, label="dominated"),
+        Line2D([], [], marker="o", linestyle="", color="gray", alpha=FADED, label="dominated"),
     ]
     handles += [
-        plt.Line2D([], [], marker="o", linestyle="", color=colors[name], label=name)
+        Line2D([], [], marker="o", linestyle="", color=colors[name], label=name)
         for name in sorted(colors)
     ]
     figure.suptitle(

@@ -12,6 +12,7 @@ reads as |z| small on every row.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -155,7 +156,8 @@ def plot(rows: pd.DataFrame, path: Path) -> Path:
 
 
 def section(
-    ours: pd.DataFrame, reference: pd.DataFrame, reference_name: str, folder: Path, table: object
+    ours: pd.DataFrame, reference: pd.DataFrame, reference_name: str, folder: Path,
+    table: Callable[[pd.DataFrame], str],
 ) -> tuple[list[str], list[Path]]:
     """The report's section, reference.csv and reference.png; `table` formats a frame as markdown."""
     rows, notes = compare(ours, reference)
@@ -170,6 +172,6 @@ def section(
     if rows.empty:
         lines += ["No (task, framework, fold) of this run is in the reference.", ""]
         return lines + [f"- {note}." for note in notes] + [""], []
-    lines += [table(summary(rows)), ""]  # type: ignore[operator]
+    lines += [table(summary(rows)), ""]
     lines += [f"- {note}." for note in notes] + ([""] if notes else [])
     return lines, [plot(rows, folder / "reference.png")]

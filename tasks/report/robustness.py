@@ -10,15 +10,17 @@ degrades: it is left out of the robust ranking (an AUC of 1 by construction says
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib.pyplot as plt  # the Agg backend: tasks/report/plots.py sets it
 import pandas as pd
 
 from tasks.report import plots, ranking
 from tasks.report.images import image_datasets
 from tasks.report.jobs import DEFAULT_BASELINE
-from tasks.report.plots import _colors, _save, plt
+from tasks.report.plots import _colors, _save
 from tasks.vocabulary import RESULT
 
 ROBUST_AUC = "robust_auc"
@@ -269,14 +271,15 @@ def degradation_curves(points: pd.DataFrame, dataset: str, path: Path) -> Path:
     return _save(figure, path)
 
 
-def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) -> list[str]:
+def markdown(report: RobustnessReport, table_of: Callable[[pd.DataFrame], str],
+             alpha: float = 0.05) -> list[str]:
     """The report.md section; `table_of` renders a frame as a markdown table (build._table)."""
-    render = table_of  # type: ignore[assignment]
+    render = table_of
     lines = ["## Robustness (corrupted test folds)", ""]
     if not report.leaderboard.empty:
         lines += ["Average rank on the robustness AUC (1 = degrades least; the constant predictor is left "
                   "out) next to the rank on clean data; rank_change > 0: wins on clean data, loses on "
-                  "corrupted data.", "", render(report.leaderboard), ""]  # type: ignore[operator]
+                  "corrupted data.", "", render(report.leaderboard), ""]
     if report.friedman is not None:
         verdict = "differ" if report.friedman.p_value < alpha else "do not differ significantly"
         lines += [f"Friedman test over {report.friedman.datasets} datasets x {report.friedman.frameworks} "
@@ -285,16 +288,16 @@ def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) ->
     if report.critical_difference is not None:
         lines += [f"Nemenyi critical difference: {report.critical_difference:.3f} ranks.", ""]
     if not report.families.empty:
-        lines += ["### Robustness AUC per corruption family", "", render(report.families), ""]  # type: ignore[operator]
+        lines += ["### Robustness AUC per corruption family", "", render(report.families), ""]
     if not report.breaking.empty:
         lines += ["### Breaking points", "", "Smallest severity where `result` fell below halfway from clean "
                   "to the constant predictor (1 = held at every severity tested).", "",
-                  render(report.breaking), ""]  # type: ignore[operator]
+                  render(report.breaking), ""]
     if not report.intervals.empty:
         lines += ["### Breaking points with their interval over the draws", "", "Each draw (another seed at "
                   "the same severities) has its own breaking point; low and high are the extremes (1 = a "
                   "draw held everywhere). The breaking point itself is read from the mean of the draws.", "",
-                  render(report.intervals), ""]  # type: ignore[operator]
+                  render(report.intervals), ""]
     if not report.adaptive.empty:
         lines += ["### Boundary samples and effectiveness signals", "",
                   "flip_median / flip_p10: median and 10th-percentile minimal flip distance found by a "
@@ -308,7 +311,7 @@ def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) ->
                   "density_random / density_steered: share of cases with a top-two probability gap "
                   "under delta, among the random corruptions and among the steered boundary cases; "
                   "replayed / still_breaking: cases saved by an earlier execution, and those that still "
-                  "break the model.", "", render(report.adaptive), ""]  # type: ignore[operator]
+                  "break the model.", "", render(report.adaptive), ""]
     if not report.pixel.empty:
         lines += ["### Pixel-space attacks and activation coverage (torch networks)", "",
                   "Apart from the black-box figures above: attacks in the network's own input space (pixels "
@@ -318,8 +321,8 @@ def markdown(report: RobustnessReport, table_of: object, alpha: float = 0.05) ->
                   "rows flipped within the suite's pixel_eps (L-inf); *_linf / *_l2: median perturbation of "
                   "the flipped rows. coverage_before / coverage: share of the network's neurons above the "
                   "activation threshold for at least one generated case, before and after the noise cases "
-                  "steered towards unfired neurons.", "", render(report.pixel), ""]  # type: ignore[operator]
+                  "steered towards unfired neurons.", "", render(report.pixel), ""]
     if not report.worst_cells.empty:
         lines += [f"### Top {TOP_CELLS} most damaging (column, corruption) cells per framework", "",
-                  render(report.worst_cells), ""]  # type: ignore[operator]
+                  render(report.worst_cells), ""]
     return lines

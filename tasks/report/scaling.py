@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import matplotlib.pyplot as plt  # the Agg backend: tasks/report/plots.py sets it
 import numpy as np
 import pandas as pd
 
-from tasks.report.plots import _colors, _save, plt
+from tasks.report.plots import _colors, _save
 from tasks.vocabulary import RESULT
 
 CORES = "params.scaling_cores"

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt  # the Agg backend: tasks/report/plots.py sets it
 import numpy as np
 import pandas as pd
 
 from tasks.report.pareto import on_front
-from tasks.report.plots import _colors, _save, plt
+from tasks.report.plots import _colors, _save
 from tasks.vocabulary import RESULT
 
 STEP_METRIC = re.compile(r"^serve_c(\d+)_(mean_ms|p50_ms|p95_ms|p99_ms|rps|error_rate)$")
@@ -158,7 +159,8 @@ def qps_front_figure(points: pd.DataFrame, path: Path) -> Path:
     return _save(figure, path)
 
 
-def section(jobs: pd.DataFrame, folder: Path, table_markdown: object) -> tuple[list[str], list[Path]]:
+def section(jobs: pd.DataFrame, folder: Path,
+            table_markdown: Callable[[pd.DataFrame], str]) -> tuple[list[str], list[Path]]:
     """The serving section of report.md (empty when no job was served) and its figures."""
     if not has_serving(jobs):
         return [], []

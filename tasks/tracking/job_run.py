@@ -12,6 +12,7 @@ import logging
 import math
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -265,9 +266,11 @@ def _log_batches(run_id: str, metrics: dict[str, float], params: dict[str, str],
 def _series_steps(job_dir: Path) -> list[Metric]:
     """The job's time series as step metrics (a few points each, for MLflow's charts)."""
     now, steps = int(time.time() * 1000), []
-    for name, step_of in ((SERIES_FILE, lambda row: int(1000 * row[SERIES_TIME])),
-                          (TRAINING_CURVE_FILE, lambda row: int(row["step"])),
-                          (ANYTIME_FILE, lambda row: int(1000 * row["elapsed_s"]))):
+    step_by_file: tuple[tuple[str, Callable[[dict[str, Any]], int]], ...] = (
+        (SERIES_FILE, lambda row: int(1000 * row[SERIES_TIME])),
+        (TRAINING_CURVE_FILE, lambda row: int(row["step"])),
+        (ANYTIME_FILE, lambda row: int(1000 * row["elapsed_s"])))
+    for name, step_of in step_by_file:
         path = job_dir / name
         if not path.is_file():
             continue

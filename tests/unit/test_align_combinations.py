@@ -51,7 +51,7 @@ def test_a_combination_offers_only_its_streams_features(home: Path) -> None:
     assert spec.features == ["acc__x__mean", "acc__y__mean", "mic__rms__mean"]
     assert spec.columns["gyro__x__mean"] == "ignore"  # still declared: same file, same data gate
     assert spec.file == load_dataset_spec("rig").file
-    assert (spec.model_extra or {})["modality_combination"] == "acc+mic"
+    assert spec.modality_combination == "acc+mic"
 
 
 def test_unknown_streams_are_one_sentence(home: Path) -> None:

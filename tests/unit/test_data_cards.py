@@ -88,6 +88,22 @@ def test_malformed_card(data_home) -> None:
         load_dataset_spec("penguins")
 
 
+def test_misspelt_card_block_is_refused_naming_card_key_and_fix(data_home) -> None:
+    home = data_home("penguins")
+    _rewrite_card(home, "penguins", "expectations:", "expectation:")
+    with pytest.raises(UserError, match=r"penguins\.yaml: unknown field 'expectation'; did you mean "
+                                         r"'expectations'\? Rename it, or remove it\.$"):
+        load_dataset_spec("penguins")
+
+
+def test_unknown_card_key_is_refused(data_home) -> None:
+    home = data_home("penguins")
+    _rewrite_card(home, "penguins", "target: species", "target: species\nowner: team-a")
+    with pytest.raises(UserError, match=r"penguins\.yaml: unknown field 'owner'; remove it or fix its "
+                                         r"spelling\.$"):
+        load_dataset_spec("penguins")
+
+
 def test_unknown_dataset_lists_known(data_home) -> None:
     data_home("penguins")
     with pytest.raises(UserError, match="unknown dataset 'pinguins'.*known datasets: penguins"):

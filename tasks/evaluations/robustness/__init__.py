@@ -433,7 +433,8 @@ class RobustnessEvaluation(PostJobEvaluation):
         return None
 
     def run(self, context: EvaluationContext) -> EvaluationResult:
-        settings: RobustnessSettings = context.settings  # type: ignore[assignment]
+        settings = context.settings
+        assert isinstance(settings, RobustnessSettings)  # the context holds this evaluation's own settings
         fold = context.fold
         multimodal = context.spec.modality == "multimodal"
         facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal,
@@ -838,7 +839,8 @@ class _RowTimer:
     """has_time for the attack that learns the cost of a row from the rows done so far."""
 
     def __init__(self, has_time: Callable[[], bool], mean_row_s: list[float]) -> None:
-        self.has_time, self.mean_row_s, self.last = has_time, mean_row_s, None
+        self.has_time, self.mean_row_s = has_time, mean_row_s
+        self.last: float | None = None
 
     def __call__(self) -> bool:
         now = time.perf_counter()
