@@ -40,7 +40,13 @@ from tasks.child_process import die_with_parent, error_tail
 from tasks.evaluations._loadgen_search import LOADGEN_DIR, LOADGEN_RESULT, SUMMARY_FILE
 from tasks.evaluations._scoring_server import SERVER_LOG, ScoringServer, ServingFailure
 from tasks.evaluations._serving_load import CSV_DIR, HISTORY_CSV, LOAD_RESULT
-from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.evaluations.base import (
+    EvaluationContext,
+    EvaluationResult,
+    EvaluationSettings,
+    EvaluationStatus,
+    PostJobEvaluation,
+)
 from tasks.evaluations.stacks import ServingStack, all_stacks, unusable_stack_reason
 from tasks.frameworks.capabilities import NotOffered
 from tasks.launch import PACKAGE_ROOT, python_environment
@@ -232,13 +238,15 @@ class ServingEvaluation(PostJobEvaluation):
                 tags[f"serving_stack.{name}.reason"] = outcome.reason.splitlines()[0][:500]
                 problems.append((name, outcome.status, outcome.reason))
         if len(settings.stacks) == 1 and problems:  # one stack: its outcome is the evaluation's
-            _, status, reason = problems[0]
-            status = "ok" if status == "skipped" else "partial" if status == "partial" else "failed"
-            return EvaluationResult(status=status, reason=reason, metrics=metrics, files=files, info=info,
+            _, outcome_status, reason = problems[0]
+            only: EvaluationStatus = ("ok" if outcome_status == "skipped" else
+                                      "partial" if outcome_status == "partial" else "failed")
+            return EvaluationResult(status=only, reason=reason, metrics=metrics, files=files, info=info,
                                     tags=tags)
         broken = [name for name, what, _ in problems if what in ("failed", "parity failed")]
         noted = [name for name, what, _ in problems if what != "skipped"]
-        status = "failed" if len(broken) == len(settings.stacks) else "partial" if noted else "ok"
+        every_stack_broke = len(broken) == len(settings.stacks)
+        status: EvaluationStatus = "failed" if every_stack_broke else "partial" if noted else "ok"
         reason = "; ".join(f"{name}: {what} ({why.splitlines()[0]})" for name, what, why in problems)
         return EvaluationResult(status=status, reason=reason, metrics=metrics, files=files, info=info,
                                 tags=tags)

@@ -102,7 +102,8 @@ def asgi_app(answer: Answer) -> Callable[..., Any]:
         if scope["type"] != "http":
             return
         route = (scope["method"], scope["path"])
-        status, payload = 404, {"message": f"no route {route[0]} {route[1]}"}
+        payload: dict[str, Any] = {"message": f"no route {route[0]} {route[1]}"}
+        status = 404
         if route == ("GET", "/ping"):
             status, payload = 200, {}
         elif route == ("POST", "/invocations"):
