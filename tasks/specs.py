@@ -421,7 +421,7 @@ def describe_validation_error(path: Path, exc: ValidationError, within: str = ""
         closest = did_you_mean(str(first["loc"][-1]), known) if len(first["loc"]) == 1 else ""
         if closest:
             return f"{path}: unknown field '{field}'{closest} Rename it, or remove it."
-        return f"{path}: unknown field '{field}'; remove it or fix its spelling."
+        return f"{path}: unknown field '{field}'; remove it or check its spelling."
     if kind == "missing":
         return f"{path}: field '{field}' is required; add it."
     return f"{path}: field '{field}': {first['msg']}."

@@ -34,7 +34,7 @@ import pytest
 from run_support.services import missing_service
 from team_support.stack import postgres_up
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO_ROOT / "bench"

@@ -55,17 +55,15 @@ def test_loadgen_judges_a_rate_held_valid_and_one_over_capacity_not(project: dic
                                                                      tmp_path: Path) -> None:
     # One worker, one request at a time, SLEEP_MS each: 25 requests/s at most. 8/s is held with
     # room; 60/s queues seconds of work, far over a 400 ms bound.
-    # A 3 s cap: 60 queries at 8/s take about 7.5 s, so the step at 8/s must be lengthened to be judged
-    # (capped at 3 s, LoadGen would end it early, INVALID whatever the server).
+    # (How a low rate's step is lengthened to fit its minimum of queries: test_loadgen_step_length.py;
+    # a lengthened step here failed once under CI's load, INVALID at 8/s, and passed alone.)
     capacity = 1000 / serving_adapter.SLEEP_MS
-    outcome, details, folder = _serve(project, tmp_path, "sleep", slo_ms=400, target_qps=[8, 60],
-                                      **LOADGEN | {"max_duration_s": 3.0})
+    outcome, details, folder = _serve(project, tmp_path, "sleep", slo_ms=400, target_qps=[8, 60], **LOADGEN)
     assert outcome["status"] == "ok", outcome["reason"]
     steps = {step["target_qps"]: step for step in details["info"]["loadgen"]["steps"]}
     assert set(steps) == {8, 60}
     held, over = steps[8], steps[60]
-    assert held["max_duration_s"] > 60 / 8 and over["max_duration_s"] == 3.0
-    assert held["validity"] == "VALID" and held["within_slo"] and held["errors"] == 0
+    assert held["validity"] == "VALID" and held["within_slo"] and held["errors"] == 0, held
     assert held["queries"] >= 60 and held["percentile_latency_ms"] <= 400
     assert over["validity"] == "INVALID" and not over["within_slo"]
     assert over["percentile_latency_ms"] > 400 and capacity < 60

@@ -11,7 +11,7 @@ import pytest
 from jobs_support.tiny_project import make_project
 
 from tasks.frameworks.registry import get_adapter
-from tasks.frameworks.rf import CELLS_PER_CORE_MINUTE
+from tasks.frameworks.rf import CELLS_PER_CORE_MINUTE, PREDICT_ROWS_PER_CORE_MINUTE
 from tasks.jobs import grace_s, run_job
 from tasks.plan import Job
 from tasks.results import PREDICTIONS_FILE
@@ -69,15 +69,18 @@ def test_rfs_own_budget_caps_its_rows_without_a_suite_setting(
 ) -> None:
     _available("rf")
     # rf: the cheapest framework with a row cap. No `_max_train_rows`: one core and one second of
-    # time_s hold 750,000 / 60 = 12,500 cells, i.e. 3,125 rows of the tiny project's 4 feature
-    # columns, fewer than the 4,000 training rows of fold 0.
+    # time_s, less the time predicting fold 0's 4,000 test rows takes (twice: labels, then
+    # probabilities, at 950,000 rows per core-minute), hold about 6,200 cells, i.e. about 1,550 rows of
+    # the tiny project's 4 feature columns, fewer than the 4,000 training rows of fold 0.
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "project"))
     spec = make_project(tmp_path / "project", rows=8000)["binary"]
     budget = Budget(name="tiny-rf", time_s=1, cores=1, memory_mb=2000)
     job = Job("integration", spec.name, "v0", "rf", None, 0, 0, budget, get_adapter("rf").test_params())
     job_dir = tmp_path / "runs" / "rf"
     feature_columns = 4  # x1, x2, color, note
-    cap = int(CELLS_PER_CORE_MINUTE * budget.cores * budget.time_s / 60 / feature_columns)
+    test_rows = 4000
+    fit_minutes = budget.time_s / 60 - 2 * test_rows / (PREDICT_ROWS_PER_CORE_MINUTE * budget.cores)
+    cap = int(CELLS_PER_CORE_MINUTE * budget.cores * fit_minutes / feature_columns)
 
     result = run_job(job, spec, job_dir)
 

@@ -32,6 +32,7 @@ RUN_AND_SAY_IMPORTS = ("import json, sys; from bench.gpu_check import main; code
 
 
 @pytest.mark.integration
+@pytest.mark.heavy
 def test_gpu_check_runs_the_image_jobs_on_the_cpu(tmp_path: Path) -> None:
     if gpu_inventory().available:
         pytest.skip("a GPU is here: the check's GPU mode is for the GPU machine, not this test")

@@ -99,7 +99,7 @@ def test_misspelt_card_block_is_refused_naming_card_key_and_fix(data_home) -> No
 def test_unknown_card_key_is_refused(data_home) -> None:
     home = data_home("penguins")
     _rewrite_card(home, "penguins", "target: species", "target: species\nowner: team-a")
-    with pytest.raises(UserError, match=r"penguins\.yaml: unknown field 'owner'; remove it or fix its "
+    with pytest.raises(UserError, match=r"penguins\.yaml: unknown field 'owner'; remove it or check its "
                                          r"spelling\.$"):
         load_dataset_spec("penguins")
 

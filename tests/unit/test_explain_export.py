@@ -337,7 +337,18 @@ def _offers(ask: object) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("name", _registry())
+# The everyday suite runs hgb (tree SHAP, ONNX, served, corrupted); every other framework is the heavy
+# tier's (a minute or more each through the whole post-job stage).
+EVERYDAY = {"hgb"}
+
+
+def _post_job_registry() -> list[object]:
+    return [pytest.param(name, marks=[pytest.mark.integration] * (name in HEAVY)
+                         + [pytest.mark.heavy] * (name not in EVERYDAY), id=name)
+            for name in sorted(all_adapters())]
+
+
+@pytest.mark.parametrize("name", _post_job_registry())
 def test_every_framework_is_explained_exported_served_and_corrupted_as_its_model_offers(
         name: str, project: dict[str, DatasetSpec], tmp_path: Path) -> None:
     """A job of each framework through the post-job stage: the explainer is shap's tree one exactly
