@@ -216,20 +216,37 @@ def pause_parts(settings: ClusterSettings, parts: tuple[str, ...], paused: bool)
     """Freeze (SIGSTOP) or thaw (SIGCONT) every process of the named parts of the cluster, as a
     server that hangs: connections to it are accepted by the kernel and never answered. Returns how
     many processes."""
-    state = read_state(settings.root)
-    if state is None:
-        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    state = running_state(settings)
     count = 0
     for part in parts:
-        if part not in state.pids:
-            raise UserError(f"no part {part!r} in this cluster; its parts: {', '.join(sorted(state.pids))}.")
-        with contextlib.suppress(psutil.NoSuchProcess):
-            root = psutil.Process(state.pids[part])
-            for process in [root, *root.children(recursive=True)]:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    process.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
-                    count += 1
+        for process in _part_tree(state, part):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
+                count += 1
     return count
+
+
+def _part_tree(state: ClusterState, part: str) -> list[psutil.Process]:
+    """A part's process and all its children; [] when it has already ended."""
+    if part not in state.pids:
+        raise UserError(f"no part {part!r} in this cluster; its parts: {', '.join(sorted(state.pids))}.")
+    try:
+        root = psutil.Process(state.pids[part])
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _end(processes: list[psutil.Process]) -> None:
+    """SIGTERM, then SIGKILL whatever still runs 10 s later."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(processes, timeout=10)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=5)
 
 
 def link(settings: ClusterSettings, host: str, up: bool) -> None:
@@ -609,32 +626,15 @@ def _wait_for(settings: ClusterSettings, name: str, url: str, pid: int) -> None:
 def stop_part(settings: ClusterSettings, part: str) -> int:
     """Stop one part of the cluster (SIGTERM to its whole tree, as a restart does; SIGKILL after 10 s),
     e.g. `control/mlflow-server`. Returns how many processes."""
-    state = read_state(settings.root)
-    if state is None:
-        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
-    if part not in state.pids:
-        raise UserError(f"no part {part!r} in this cluster; its parts: {', '.join(sorted(state.pids))}.")
-    try:
-        root = psutil.Process(state.pids[part])
-        tree = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    for process in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=10)
-    for process in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
+    tree = _part_tree(running_state(settings), part)
+    _end(tree)
     return len(tree)
 
 
 def restart_mlflow_server(settings: ClusterSettings) -> int:
     """Start control's MLflow server again (after `stop_part`) and wait until it answers; recorded in
     the cluster's state. Its pid."""
-    state = read_state(settings.root)
-    if state is None:
-        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    state = running_state(settings)
     pids = dict(state.pids)
     pid = start_mlflow_server(settings, cluster_credentials(settings))
     _wait_for(settings, "mlflow-server", f"{settings.stack().mlflow_url}/health", pid)
@@ -734,6 +734,14 @@ def read_state(root: Path) -> ClusterState | None:
     return ClusterState(**json.loads(path.read_text())) if path.is_file() else None
 
 
+def running_state(settings: ClusterSettings) -> ClusterState:
+    """The state of the cluster up from settings.root; one sentence when none is."""
+    state = read_state(settings.root)
+    if state is None:
+        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    return state
+
+
 def _save(settings: ClusterSettings, pids: dict[str, int], timings: dict[str, float]) -> ClusterState:
     stack = settings.stack()
     state = ClusterState(settings=json.loads(json.dumps(asdict(settings), default=str)),
@@ -803,18 +811,11 @@ def stop(settings: ClusterSettings) -> list[str]:
     stopped = []
     for host in (*reversed(HOSTS[1:]), "control"):
         pids = host_pids(settings, host)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
         procs = []
         for pid in pids:
             with contextlib.suppress(psutil.Error):
                 procs.append(psutil.Process(pid))
-        _, alive = psutil.wait_procs(procs, timeout=10)
-        for process in alive:
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-        psutil.wait_procs(alive, timeout=5)
+        _end(procs)
         if pids:
             stopped.append(f"{host} ({len(pids)} processes)")
     remove_network(settings)
@@ -835,9 +836,7 @@ def down(settings: ClusterSettings, *, remove_folders: bool = False) -> list[str
 
 def restart_worker(settings: ClusterSettings, host: str) -> int:
     """Start a host's worker again (its machine came back); recorded in the cluster's state."""
-    state = read_state(settings.root)
-    if state is None:
-        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    state = running_state(settings)
     pids = dict(state.pids)
     pid = start_worker(settings, cluster_credentials(settings), host, pids)
     _save(settings, pids, state.timings_s)
@@ -848,9 +847,7 @@ def exec_on(settings: ClusterSettings, host: str, command: list[str]) -> int:
     """Run a person's command on a host, in the foreground, with the host's client environment."""
     if host not in HOSTS:
         raise UserError(f"no host '{host}' in the cluster; hosts are: {', '.join(HOSTS)}.")
-    state = read_state(settings.root)
-    if state is None:
-        raise UserError(f"no cluster is up from {settings.root}; start one with `make cluster-up`.")
+    running_state(settings)  # one sentence when no cluster is up
     creds = cluster_credentials(settings)
     env = host_env(settings, creds, host) if host != "control" else base_env()
     return subprocess.run(host_argv(settings, host, command), env=env, cwd="/").returncode
