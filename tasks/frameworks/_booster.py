@@ -60,6 +60,11 @@ class BoosterModel(FittedModel):
         matrix = np.asarray(self._probabilities(self._input(X)), dtype=float)
         return proba_frame(matrix, self.model_classes, self.task)
 
+    def predict_with_proba(self, X: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+        # predict() is the most probable class of predict_proba(): one pass through the booster, not two.
+        proba = self.predict_proba(X)
+        return labels_from_proba(proba), proba
+
     def save(self, model_dir: Path) -> None:
         model_dir.mkdir(parents=True, exist_ok=True)
         self._write_booster(model_dir / self.model_file)
