@@ -8,15 +8,13 @@ file here; the suite names stacks in ``serving.stacks``.
 
 from __future__ import annotations
 
-import functools
-import importlib
 import importlib.util
-import pkgutil
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
 from tasks.evaluations._scoring_server import ScoringServer
+from tasks.plugins import Registry
 
 
 class ServingStack(ABC):
@@ -37,15 +35,14 @@ class ServingStack(ABC):
         tasks.frameworks.capabilities.NotOffered with the reason when the model cannot use it."""
 
 
-@functools.cache
+# Found by folder, as frameworks and evaluations are: every module here with a STACK object.
+STACKS: Registry[ServingStack] = Registry("serving stack", "serving stacks", base=ServingStack,
+                                          package=__name__, attribute="STACK")
+
+
 def all_stacks() -> dict[str, ServingStack]:
     """Every stack module of this package, by its stack's name."""
-    found: dict[str, ServingStack] = {}
-    for module in pkgutil.iter_modules(__path__):
-        stack = getattr(importlib.import_module(f"{__name__}.{module.name}"), "STACK", None)
-        if isinstance(stack, ServingStack):
-            found[stack.name] = stack
-    return found
+    return STACKS.all()
 
 
 def installed_stacks() -> list[str]:
