@@ -43,6 +43,7 @@ from flows.dispatch import (
     record_job,
     record_not_run,
 )
+from flows.scheduling_storage import cache_scheduling_storage
 from flows.team_worker import DEFAULT_HEARTBEAT_S, GPU_LIMIT, MISSED_BEATS, TASKS, Heartbeat, read_heartbeats
 from tasks.code_version import SHOWN_CHARS, code_fingerprint
 from tasks.errors import UserError
@@ -163,6 +164,7 @@ class TeamDispatcher:
         if not jobs:
             return []
         _require_api_url()
+        cache_scheduling_storage()  # the result-storage block: read once, not once per job
         outcomes: dict[str, JobOutcome] = {}
         waiting: dict[UUID, _Submitted] = {}
         code, commit = code_fingerprint(), git_sha()

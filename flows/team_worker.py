@@ -45,6 +45,7 @@ from prefect.settings import PREFECT_API_URL, PREFECT_TASKS_SCHEDULING_DEFAULT_S
 from prefect.task_worker import TaskWorker
 
 from flows.dispatch import JobContext, record_not_run, run_and_record
+from flows.scheduling_storage import cache_scheduling_storage
 from tasks.code_version import SHOWN_CHARS, code_fingerprint
 from tasks.data.versions import data_version
 from tasks.errors import UserError
@@ -337,6 +338,7 @@ async def serve(name: str, kind: str, limit: int) -> int:
     beat = Heartbeat(name=name, host=platform.node(), kind=kind, pid=os.getpid(), limit=limit,
                      started_unix=time.time(), interval_s=heartbeat_interval_s(),
                      idle_interval_s=IDLE_BEATS * heartbeat_interval_s(), code=code_fingerprint())
+    cache_scheduling_storage()  # the result-storage block: read once, not once per job
     problem = tracking_problem() or await storage_problem(name)
     if problem:
         await refuse(beat, problem)

@@ -506,6 +506,10 @@ def start_object_store(settings: ClusterSettings, creds: dict[str, str], pids: d
     team = settings.inside(TEAM_DIR)
     pids["control/seaweedfs"] = spawn_on(settings, "control", "seaweedfs", [
         weed, "mini", f"-dir={STAGED_HOST}/s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        # Its own S3 port moved off the gateway's: the gateway listens on the loopback too, and when
+        # it came up first the node's S3 died on "address already in use", and the store with it
+        # (seen under load).
+        f"-s3.port={settings.s3_port + 1}",
         "-master.telemetry=false", "-admin.ui=false", f"-s3.config={team / 's3.json'}",
         f"-bucket={RESULTS_BUCKET},{ARTIFACTS_BUCKET},{DVC_BUCKET}"], base_env())
     (settings.host_root("control") / "s3").mkdir(exist_ok=True)
@@ -556,6 +560,7 @@ def start_servers(settings: ClusterSettings, creds: dict[str, str], pids: dict[s
     stack = _control_stack(settings)
     tls = settings.inside(TEAM_DIR, "control.pem"), settings.inside(TEAM_DIR, "control.key")
     env = base_env()
+    env.update(team_stack.QUIET_PREFECT_SERVER)
     env.update({
         team_stack.PREFECT_AUTH_ENV: creds[team_stack.PREFECT_AUTH_ENV],
         "PREFECT_HOME": str(settings.inside(TEAM_DIR, "prefect")),
@@ -613,7 +618,7 @@ def start_mlflow_server(settings: ClusterSettings, creds: dict[str, str]) -> int
         "--host", settings.control, "--port", str(settings.mlflow_port), "--workers", "2",
         "--backend-store-uri", stack.database_url("mlflow", "psycopg2"),
         "--artifacts-destination", f"s3://{ARTIFACTS_BUCKET}/mlflow",
-        "--uvicorn-opts", f"--ssl-certfile {tls[0]} --ssl-keyfile {tls[1]}"], env)
+        "--gunicorn-opts", f"--certfile {tls[0]} --keyfile {tls[1]} --threads 8 --timeout 300"], env)
 
 
 def _wait_for(settings: ClusterSettings, name: str, url: str, pid: int) -> None:

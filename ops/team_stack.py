@@ -305,8 +305,21 @@ def is_alive(pid: int) -> bool:
         return True
 
 
+# Prefect server services the team does not use, switched off. Each runs a loop against the database
+# whether or not anything happens (automations' triggers, paused runs' expiry), and the event
+# persister writes every event (about ten per job) to PostgreSQL although nothing here reads them
+# back: the task-run recorder takes task states from the event stream itself, as suites waiting on
+# jobs do. Measured on the cluster (docs/benchmarks.md): the largest fixed share of the control plane.
+QUIET_PREFECT_SERVER = {
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "false",
+    "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
+    "PREFECT_SERVER_SERVICES_PAUSE_EXPIRATIONS_ENABLED": "false",
+}
+
+
 def start_prefect_server(settings: StackSettings, creds: dict[str, str]) -> int:
     env = _base_env()
+    env.update(QUIET_PREFECT_SERVER)
     env.update({
         PREFECT_AUTH_ENV: creds[PREFECT_AUTH_ENV],
         "PREFECT_HOME": str(settings.state_dir / "prefect"),

@@ -57,6 +57,7 @@ HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # tasks/, archived int
 # The file MLflow runs to load the model; it names the archive it puts on sys.path.
 MODEL_CODE = Path(__file__).resolve().parent / "_pyfunc_model_code.py"
 HARNESS_ARCHIVE = "automl_eval_harness.zip"
+MODEL_ARCHIVE = "model.zip"  # the job's model/ folder inside a logged model
 # What the wrapper itself imports besides the framework (tasks.specs: pydantic and yaml).
 HARNESS_REQUIREMENTS = ("mlflow", "pandas", "numpy", "scikit-learn", "pydantic", "PyYAML")
 EXAMPLE_ROWS = 5
@@ -84,8 +85,9 @@ class AdapterPyfunc(PythonModel):
     _skip_type_hint_validation = True
 
     def load_context(self, context: Any) -> None:
-        # model/ names its adapter (framework.json) and its TaskInfo (task.json).
-        self._model, self._task = load_saved_model(Path(context.artifacts["model_dir"]))
+        # model/ names its adapter (framework.json) and its TaskInfo (task.json); a logged model
+        # holds it as one archive (archive_model_dir).
+        self._model, self._task = load_saved_model(model_folder(Path(context.artifacts["model_dir"])))
 
     # Untyped on purpose: MLflow would try to infer a signature from the hints, and warn.
     def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
@@ -163,6 +165,41 @@ def _harness_archive(pid: int) -> Path:
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 bundle.write(path, path.relative_to(HARNESS_PACKAGE.parent).as_posix())
     return archive
+
+
+def archive_model_dir(model_dir: Path, destination: Path) -> Path:
+    """The job's model/ folder as one zip archive at `destination`: a logged model's files each cost
+    an upload through the MLflow server's artifact proxy, and a framework's model folder holds from
+    three files (the constant model) to hundreds (AutoGluon). Lightly compressed: the fitted models
+    are mostly binary, and the worker, not the control plane, pays for the compression."""
+    with zipfile.ZipFile(destination, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as bundle:
+        for path in sorted(model_dir.rglob("*")):
+            if path.is_file():
+                bundle.write(path, path.relative_to(model_dir).as_posix())
+    return destination
+
+
+def model_folder(path: Path) -> Path:
+    """The model/ folder a pyfunc model's artifact holds: the folder itself (a model saved beside its
+    job), or an archive (a logged model) unpacked once per process into a folder removed at exit."""
+    if path.is_dir():
+        return path
+    return _unpacked(path.resolve(), os.getpid())
+
+
+@functools.cache
+def _unpacked(archive: Path, pid: int) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="automl-eval-model-"))
+    atexit.register(_remove_if_mine, folder, pid)
+    with zipfile.ZipFile(archive) as bundle:
+        for member in bundle.namelist():
+            # Written by archive_model_dir, but read wherever the model travelled: nothing may land
+            # outside the folder.
+            if not (folder / member).resolve().is_relative_to(folder.resolve()):
+                raise UserError(f"model archive {archive}: member '{member}' would be written outside "
+                                "its folder; log the model again from its job folder.")
+        bundle.extractall(folder)
+    return folder
 
 
 def _remove_if_mine(folder: Path, pid: int) -> None:

@@ -7,10 +7,12 @@ and the model is logged as the run's pyfunc model (tasks/evaluations/_pyfunc.py 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import platform
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,12 +22,19 @@ from typing import Any
 
 import mlflow
 import pandas as pd
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
+from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
 from tasks.align import alignment_metrics
 from tasks.anytime import ANYTIME_FILE, ANYTIME_METRIC
 from tasks.errors import UserError
-from tasks.evaluations._pyfunc import MODEL_CODE, model_code_paths, requirements
+from tasks.evaluations._pyfunc import (
+    MODEL_ARCHIVE,
+    MODEL_CODE,
+    archive_model_dir,
+    model_code_paths,
+    requirements,
+)
 from tasks.evaluations.stage import evaluation_folder
 from tasks.plan import Job, scaling_record
 from tasks.resources import SERIES_FILE, SERIES_TIME
@@ -55,6 +64,7 @@ from tasks.vocabulary import FINISHED_STATUSES, RESULT, SERIES_METRICS, SERIES_S
 
 PYFUNC_NAME = "model"  # the pyfunc model's name inside a job run
 _BATCH = 100  # MLflow's limit of params or tags per log_batch call
+_METRIC_BATCH = 1000  # and of metrics
 
 logger = logging.getLogger("automl_eval.tracking")
 
@@ -101,8 +111,11 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
         started_ms, ended_ms = unix_ms(result.started_utc), unix_ms(result.ended_utc)
         if started_ms is not None and ended_ms is not None and ended_ms < started_ms:
             ended_ms = started_ms
+        # The run's name and parent are given here, where creating the run writes them, not in the
+        # batch below: there MLflow's store updates the run's row again for each of them.
         run = client.create_run(execution.experiment_id, run_name=job_run_name(job), start_time=started_ms,
-                                tags={"execution_id": execution.execution_id})
+                                tags={"execution_id": execution.execution_id,
+                                      "mlflow.parentRunId": execution.execution_id})
         run_id = run.info.run_id
         try:
             # The model goes first: logged after the metrics, MLflow would read each metric's
@@ -111,16 +124,12 @@ def log_job(execution: Execution, job: Job, result: JobResult, job_dir: Path, *,
             if result.status == "ok" and model_dir.is_dir():
                 _log_pyfunc(run_id, execution.experiment_id, job, result, job_dir)
             metrics = {**_alignment_metrics(job.dataset), **_job_metrics(result)}
-            _log_batches(run_id, metrics, _job_params(job),
+            _log_batches(run_id, [*_metric_items(metrics), *_series_steps(job_dir)], _job_params(job),
                          _job_tags(execution, job, result, problem_type, metric))
             data_input = dataset_input(job.dataset, job.data_version, job.fold)
             if data_input is not None:
                 _log_input(client, run_id, data_input)
-            predictions = job_dir / PREDICTIONS_FILE
-            if predictions.is_file():
-                client.log_artifact(run_id, str(predictions))
-            _log_evaluation_files(run_id, job_dir, result)
-            _log_series(run_id, job_dir)
+            _log_files(run.info.artifact_uri, _run_files(job_dir, result))
         except BaseException:
             # Half a record must not count as a record: drop it so the job can be logged again.
             client.delete_run(run_id)
@@ -170,8 +179,6 @@ def _job_tags(execution: Execution, job: Job, result: JobResult, problem_type: s
               metric: str) -> dict[str, str]:
     host = result.host or {}
     tags = {
-        "mlflow.parentRunId": execution.execution_id,
-        "mlflow.runName": job_run_name(job),
         "suite": job.suite,
         "execution_id": execution.execution_id,
         "job_key": job.key,
@@ -249,17 +256,22 @@ def _job_metrics(result: JobResult) -> dict[str, float]:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)}
 
 
-def _log_batches(run_id: str, metrics: dict[str, float], params: dict[str, str],
-                 tags: dict[str, str]) -> None:
-    client = store.client()
+def _metric_items(metrics: dict[str, float]) -> list[Metric]:
     now = int(time.time() * 1000)
-    metric_items = [Metric(k, v, now, 0) for k, v in metrics.items()]
+    return [Metric(name, value, now, 0) for name, value in metrics.items()]
+
+
+def _log_batches(run_id: str, metrics: list[Metric], params: dict[str, str], tags: dict[str, str]) -> None:
+    """As few log_batch requests as MLflow's limits allow (100 params, 100 tags, 1,000 metrics each):
+    one for a usual job, its figures and its series' steps together."""
+    client = store.client()
     param_items = [Param(k, v) for k, v in params.items()]
     tag_items = [RunTag(k, v) for k, v in tags.items()]
-    rounds = max(1, math.ceil(max(len(param_items), len(tag_items)) / _BATCH))
+    rounds = max(1, math.ceil(max(len(param_items) / _BATCH, len(tag_items) / _BATCH,
+                                  len(metrics) / _METRIC_BATCH)))
     for index in range(rounds):
         window = slice(index * _BATCH, (index + 1) * _BATCH)
-        client.log_batch(run_id, metrics=metric_items if index == 0 else [],
+        client.log_batch(run_id, metrics=metrics[index * _METRIC_BATCH:(index + 1) * _METRIC_BATCH],
                          params=param_items[window], tags=tag_items[window])
 
 
@@ -287,81 +299,83 @@ def _series_steps(job_dir: Path) -> list[Metric]:
     return steps
 
 
-def _log_series(run_id: str, job_dir: Path) -> None:
-    """resources.csv and training_curve.csv as artifacts (what `compare` aligns), and as step metrics."""
-    client = store.client()
-    for name in (SERIES_FILE, TRAINING_CURVE_FILE, ANYTIME_FILE):
-        if (job_dir / name).is_file():
-            client.log_artifact(run_id, str(job_dir / name))
-    steps = _series_steps(job_dir)
-    for start in range(0, len(steps), 1000):  # MLflow's limit of metrics per log_batch call
-        client.log_batch(run_id, metrics=steps[start : start + 1000])
-
-
-def _log_evaluation_files(run_id: str, job_dir: Path, result: JobResult) -> None:
-    """Each evaluation's result.json and the files it lists, under `evaluations/NAME/` on the run."""
-    client = store.client()
+def _run_files(job_dir: Path, result: JobResult) -> dict[str, Path]:
+    """The run's files, by where they go under its artifacts: predictions.csv; resources.csv,
+    training_curve.csv and anytime.csv (what `compare` aligns); each evaluation's result.json and the
+    files it lists, under `evaluations/NAME/` (a listed file outside its evaluation's folder is not)."""
+    names = (PREDICTIONS_FILE, SERIES_FILE, TRAINING_CURVE_FILE, ANYTIME_FILE)
+    files = {name: job_dir / name for name in names if (job_dir / name).is_file()}
     for name, outcome in sorted(result.evaluations.items()):
-        folder = evaluation_folder(job_dir, name)
+        folder = evaluation_folder(job_dir, name).resolve()
         for relative in ["result.json", *outcome.get("files", [])]:
             path = (folder / relative).resolve()
-            if path.is_file() and path.is_relative_to(folder.resolve()):
-                parent = Path(relative).parent
-                where = f"evaluations/{name}" + (f"/{parent.as_posix()}" if str(parent) != "." else "")
-                client.log_artifact(run_id, str(path), artifact_path=where)
+            if path.is_file() and path.is_relative_to(folder):
+                files[f"evaluations/{name}/{path.relative_to(folder).as_posix()}"] = path
+    return files
+
+
+def _log_files(artifact_uri: str, files: dict[str, Path]) -> None:
+    """Upload the run's files to its artifact store, found from the URI the run was created with:
+    MLflow's `log_artifact` would first ask the server for the run (a request per run)."""
+    if not files:
+        return
+    repository = get_artifact_repository(artifact_uri, tracking_uri=store.tracking_uri())
+    for where, path in files.items():
+        parent = Path(where).parent.as_posix()
+        repository.log_artifact(str(path), None if parent == "." else parent)
 
 
 def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, job_dir: Path) -> None:
     """The job's model as a pyfunc model of its run, with the signature and input example the
     worker's test rows give (so MLflow shows its schema and serving checks its input)."""
-    mlflow.set_tracking_uri(store.tracking_uri())
     # Its advice (signatures, type hints) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
     signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
                                                never_missing(job.dataset))
-
-    def log_model(signature: Any, example: Any) -> None:
-        # The logged model made here and Model.log given its id, not pyfunc.log_model inside
-        # start_run: no active run to start and end (requests and a printed link per job), no
-        # thread-local state.
-        logged_model = store.client().create_logged_model(
-            experiment_id, name=PYFUNC_NAME, source_run_id=run_id, params=_job_params(job))
-        mlflow.models.Model.log(
-            flavor=_PyfuncFlavor,
-            flavor_name="pyfunc.CustomPythonModel",
-            run_id=run_id,
-            model_id=logged_model.model_id,
-            artifact_path=None,
-            name=PYFUNC_NAME,
-            python_model=str(MODEL_CODE),  # models from code: it imports the model's archive
-            artifacts={"model_dir": str(job_dir / MODEL_DIR)},
-            signature=signature,
-            input_example=example,
-            code_paths=model_code_paths(),  # self-contained (one archive): served from any directory
-            # Given, not inferred: inference loads the model in a subprocess, seconds per job.
-            pip_requirements=requirements(job.framework, result.framework_version, job_dir / MODEL_DIR),
-            # Model.log would otherwise load the model here to predict the example (an H2O model
-            # would start a JVM in the harness).
-            validate_serving_input=False,
-        )
-
     try:
-        log_model(signature, example)
+        _log_model(run_id, experiment_id, job, result, job_dir, signature, example)
     except mlflow.exceptions.MlflowException as exc:
         if signature is None:
             raise
         # An example MLflow cannot hold to its own schema must not cost the job its record.
         logger.warning("%s: model logged without a signature (%s)", job.label, str(exc).splitlines()[0])
-        log_model(None, None)
+        _log_model(run_id, experiment_id, job, result, job_dir, None, None)
 
 
-class _PyfuncFlavor:
-    """mlflow.pyfunc as Model.log's flavor, taking the `validate_serving_input` switch that
-    Model.log reads and passes on to the flavor's save_model, which does not take it."""
+def _log_model(run_id: str, experiment_id: str, job: Job, result: JobResult, job_dir: Path,
+               signature: Any, example: Any) -> None:
+    """MLflow's logged model, made in the steps `Model.log` takes, less its three requests that read
+    back what this function already holds (the logged model twice, the run once): create it, link it
+    to the run as an output, save the pyfunc model locally, upload its folder to the logged model's
+    own artifact location, mark it ready. The job's model/ folder goes in as one archive.
 
-    __name__ = "mlflow.pyfunc"
-
-    @staticmethod
-    def save_model(path: str, mlflow_model: Any, validate_serving_input: bool = True,
-                   **kwargs: Any) -> None:
-        mlflow.pyfunc.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
+    No model is validated by loading it here (Model.log's serving-input check would load an H2O model,
+    starting a JVM in the harness); models from code: the wrapper imports the harness's archive."""
+    client = store.client()
+    logged = client.create_logged_model(experiment_id, name=PYFUNC_NAME, source_run_id=run_id,
+                                        params=_job_params(job))
+    try:
+        client.log_outputs(run_id, models=[LoggedModelOutput(logged.model_id, step=0)])
+        with tempfile.TemporaryDirectory(prefix="automl-eval-log-model-") as scratch:
+            archive = archive_model_dir(job_dir / MODEL_DIR, Path(scratch) / MODEL_ARCHIVE)
+            local = Path(scratch) / PYFUNC_NAME
+            described = mlflow.models.Model(artifact_path=logged.artifact_location,
+                                            model_uuid=logged.model_id, run_id=run_id,
+                                            model_id=logged.model_id)
+            mlflow.pyfunc.save_model(
+                path=str(local), mlflow_model=described,
+                python_model=str(MODEL_CODE),
+                artifacts={"model_dir": str(archive)},
+                signature=signature,
+                input_example=example,
+                code_paths=model_code_paths(),  # self-contained (one archive): served from any directory
+                # Given, not inferred: inference loads the model in a subprocess, seconds per job.
+                pip_requirements=requirements(job.framework, result.framework_version, job_dir / MODEL_DIR),
+            )
+            repository = get_artifact_repository(logged.artifact_location, tracking_uri=store.tracking_uri())
+            repository.log_artifacts(str(local))
+    except BaseException:
+        with contextlib.suppress(Exception):  # the run is deleted next; the model says it failed
+            client.finalize_logged_model(logged.model_id, LoggedModelStatus.FAILED)
+        raise
+    client.finalize_logged_model(logged.model_id, LoggedModelStatus.READY)

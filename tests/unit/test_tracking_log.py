@@ -90,6 +90,7 @@ def test_job_run_has_the_vocabulary_and_its_pyfunc_reproduces_predictions(home: 
     artifacts = {item.path for item in store.client().list_artifacts(logged.run_id)}
     assert PREDICTIONS_FILE in artifacts
 
+    mlflow.set_tracking_uri(store.tracking_uri())  # the record sets nothing global for a reader
     model = mlflow.pyfunc.load_model(f"runs:/{logged.run_id}/{PYFUNC_NAME}")
     X = pd.DataFrame({"a": np.arange(12.0)})
     recorded = pd.read_csv(job_dir / PREDICTIONS_FILE)

@@ -26,6 +26,7 @@ from tasks.jobs import run_job
 from tasks.plan import Job
 from tasks.results import MODEL_DIR
 from tasks.specs import Budget, load_dataset_spec
+from tasks.tracking import store
 from tasks.tracking.execution import start_execution
 from tasks.tracking.job_folder import mark_result_final, write_pending
 from tasks.tracking.job_run import PYFUNC_NAME, log_job_dir
@@ -64,6 +65,7 @@ def test_a_logged_model_predicts_its_own_rows_in_process_and_over_http_missing_v
         warnings.simplefilter("always")
         logged = log_job_dir(job_dir)
     assert not [w for w in caught if "integer column" in str(w.message)], [str(w.message) for w in caught]
+    mlflow.set_tracking_uri(store.tracking_uri())  # the record sets nothing global for a reader
     model = mlflow.pyfunc.load_model(f"runs:/{logged.run_id}/{PYFUNC_NAME}")
     declared = _types(model.metadata.get_input_schema())
     assert declared["Seniority"] == declared["Age"] == "any" and declared["Home"] == "string"

@@ -52,6 +52,7 @@ def test_a_job_run_has_its_name_times_dataset_input_and_model_schema(home: Path)
 
     # The model is an output of its run, with a schema and an example the UI shows.
     [output] = run.outputs.model_outputs
+    mlflow.set_tracking_uri(store.tracking_uri())  # the record sets nothing global for a reader
     info = mlflow.models.get_model_info(f"models:/{output.model_id}")
     assert info.run_id == logged.run_id
     assert info.signature is not None
