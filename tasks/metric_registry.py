@@ -286,10 +286,10 @@ METRICS: tuple[Metric, ...] = (
 )
 _BY_NAME: dict[str, Metric] = {entry.name: entry for entry in METRICS}
 
-# Recorded figures that are not scores but are compared (tasks/report/compare.py): costs are lower
-# is better unless named here; these post-job evaluation figures and throughputs are higher is better.
-HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "train_images_per_s", "epochs",
-                                      "robust_auc", "robust_breaking_mean", "serve_max_qps_at_slo"})
+# The job's own figures that are not scores (tasks/vocabulary.py COST_METRICS): costs are lower is
+# better unless named here. A post-job evaluation's figures carry their own direction in their
+# declaration (tasks/figures.py), read by compare from the evaluations registry.
+HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "train_images_per_s", "epochs"})
 
 
 # ------------------------------------------------------------------------------------ queries
@@ -323,7 +323,7 @@ def default_metric(problem_type: str) -> str:
 
 
 def higher_is_better(name: str) -> bool:
-    """The direction of a recorded figure: a score's own, or HIGHER_IS_BETTER_FIGURES' for the others."""
+    """The direction of a job's figure: a score's own, or HIGHER_IS_BETTER_FIGURES' for the costs."""
     return not _BY_NAME[name].lower_is_better if name in _BY_NAME else name in HIGHER_IS_BETTER_FIGURES
 
 
