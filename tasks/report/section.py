@@ -14,14 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from tasks.plugins import Registry
 from tasks.report import aggregate, elo, jobs, leaderboard, ranking, robustness, stability
-from tasks.report.explanations import ExplanationInputs
 from tasks.report.markdown import markdown_table
-from tasks.specs import AdaptiveSettings
+
+if TYPE_CHECKING:  # types only: a plug-in module declaring a section is also imported by the job's
+    # process (every registry looks into it), which must not load MLflow (explanations read it)
+    from tasks.report.explanations import ExplanationInputs
+    from tasks.specs import AdaptiveSettings
 
 EXTRA_SECTIONS_ENV = "AUTOML_EVAL_EXTRA_REPORT_SECTIONS"
 
