@@ -127,7 +127,13 @@ class Registry(Generic[T]):
             if module_info.name.startswith("_") or module_info.name in skip:
                 continue
             target = f"{package_name}.{module_info.name}:{self.attribute}"
-            plugin = self._object(target, must=False)
+            try:
+                plugin = self._object(target, must=False)
+            except Exception as error:  # a plug-in's own defect: named, not a traceback
+                if not named_by:
+                    raise
+                raise UserError(f"{named_by}: the plug-in module {package_name}.{module_info.name} failed to "
+                                f"import ({type(error).__name__}: {error}); fix that module.") from error
             if plugin is not None:
                 found[str(plugin.name)] = Entry(str(plugin.name), target)
         return found

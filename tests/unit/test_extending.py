@@ -9,8 +9,10 @@ count of files a new plug-in touches, the figure docs/extending/index.md gives.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,19 @@ def _plugin_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, package: st
     # in this process keeps the import path it started with).
     monkeypatch.setenv(LAUNCHER_ENV, "cold")
     return written
+
+
+def _tree_state() -> str:
+    """The checkout's changes as git sees them (ignored files, such as runs and reports, left out)."""
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.fixture(autouse=True)
+def touches_no_file_of_the_project() -> Iterator[None]:
+    before = _tree_state()
+    yield
+    assert _tree_state() == before, "a plug-in test changed a file of the project"
 
 
 @pytest.fixture
@@ -286,3 +301,17 @@ def test_an_evaluations_figures_reach_compare_and_the_report(project: dict[str, 
     assert "## Prediction rate" in report.markdown
     assert report.markdown.index("## Prediction rate") < report.markdown.index("## Files")
     assert len(written) == 1
+
+
+def test_a_broken_plugin_package_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.errors import UserError
+    from tasks.frameworks.registry import all_adapters
+
+    _plugin_package(tmp_path, monkeypatch, "toy_broken_plugins", {"broken": "import no_such_module\n"})
+    with pytest.raises(UserError, match=r"AUTOML_EVAL_PLUGINS: the plug-in module toy_broken_plugins\.broken "
+                                        r"failed to import \(ModuleNotFoundError"):
+        all_adapters()
+    monkeypatch.setenv(PLUGIN_PACKAGES_ENV, "toy_missing_plugins")
+    with pytest.raises(UserError, match="AUTOML_EVAL_PLUGINS: cannot import the plug-in package "
+                                        "'toy_missing_plugins'"):
+        all_adapters()
