@@ -77,10 +77,13 @@ JOB_QUANTITIES: tuple[Quantity, ...] = (
 
 
 def quantities() -> tuple[Quantity, ...]:
-    """What `compare` compares: the job's figures, then every evaluation's compared figures."""
-    declared = tuple(Quantity(figure.name, figure.compared or "cost", figure.higher_is_better)
-                     for figure in compared_figures())
-    return JOB_QUANTITIES + declared
+    """What `compare` compares: the job's figures, then every evaluation's compared figures, as the
+    job's are ordered: those held to the result threshold first, then costs before rates (a
+    comparison's rows come in this order)."""
+    declared = sorted(compared_figures(), key=lambda figure: (figure.compared != "result",
+                                                              bool(figure.higher_is_better)))
+    return JOB_QUANTITIES + tuple(Quantity(figure.name, figure.compared or "cost", figure.higher_is_better)
+                                  for figure in declared)
 
 
 # Per-stage figures of each job's resource samples (tasks.report.series.stage_figures), compared as
