@@ -315,3 +315,12 @@ def test_a_broken_plugin_package_is_one_sentence(tmp_path: Path, monkeypatch: py
     with pytest.raises(UserError, match="AUTOML_EVAL_PLUGINS: cannot import the plug-in package "
                                         "'toy_missing_plugins'"):
         all_adapters()
+
+
+def test_the_shipped_sections_are_found_in_report_order() -> None:
+    from tasks.report.section import ordered_sections
+
+    assert [section.name for section in ordered_sections()] == [
+        "across datasets", "pareto fronts", "stability", "leaderboard", "modality combinations", "robustness",
+        "reference", "adaptive", "forecasting", "images", "serving", "energy", "anytime", "scaling", "notes",
+        "explanations"]
