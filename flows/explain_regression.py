@@ -705,7 +705,7 @@ def markdown(explanation: Explanation) -> str:
     measured = [
         f"- {attribution.sentence(quantity, explanation.described)}"
         + (" (shares add up to the change exactly)" if attribution.exact(quantity) else "")
-        for quantity in counterfactuals.ATTRIBUTED
+        for quantity in counterfactuals.attributed()
         if quantity in attribution.totals
     ]
     lines += ["", "## The culprit, measured", ""]

@@ -5,9 +5,11 @@ direction, the function the harness scores it with (tasks/metrics.py calls it on
 predictions, so every framework is measured by the same code), and the name each AutoML framework
 uses for it where that framework can optimise it. The vocabulary, each problem type's default
 metric, the card check, compare's directions, the vocabulary page, the synthetic runs and
-the adapters' metric names all derive from here: adding a metric is one entry.
+the adapters' metric names all derive from here: adding a metric is one entry. A metric from
+outside the project is a module defining ``METRIC`` (a Metric) in a package named by
+AUTOML_EVAL_PLUGINS (tasks/plugins.py); the queries below read it after the shipped ones.
 
-Layer 1 (nouns): it imports nothing of the project's, so data and specs may read it.
+Layer 1 (nouns): it imports only the errors and the plug-in registry, so data and specs may read it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tasks.errors import UserError
+from tasks.plugins import Registry
 
 PROBLEM_TYPES: tuple[str, ...] = ("binary", "multiclass", "regression", "forecasting")
 CLASSIFICATION = ("binary", "multiclass")
@@ -285,25 +288,38 @@ METRICS: tuple[Metric, ...] = (
     Metric("coverage", ("forecasting",), False, _coverage),
 )
 _BY_NAME: dict[str, Metric] = {entry.name: entry for entry in METRICS}
+# Metrics that plug-in packages add (a module defining METRIC); a shipped name cannot be replaced.
+ADDED_METRICS: Registry[Metric] = Registry("metric", "metrics", base=Metric, package="", attribute="METRIC")
 
-# Recorded figures that are not scores but are compared (tasks/report/compare.py): costs are lower
-# is better unless named here; these post-job evaluation figures and throughputs are higher is better.
-HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "train_images_per_s", "epochs",
-                                      "robust_auc", "robust_breaking_mean", "serve_max_qps_at_slo"})
+# The job's own figures that are not scores (tasks/vocabulary.py COST_METRICS): costs are lower is
+# better unless named here. A post-job evaluation's figures carry their own direction in their
+# declaration (tasks/figures.py), read by compare from the evaluations registry.
+HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "train_images_per_s", "epochs"})
 
 
 # ------------------------------------------------------------------------------------ queries
 
 
+def all_metrics() -> tuple[Metric, ...]:
+    """The shipped metrics (METRICS, in their order), then those the plug-in packages add, by name."""
+    added = ADDED_METRICS.all()
+    return METRICS + tuple(added[name] for name in sorted(added) if name not in _BY_NAME)
+
+
+def _by_name() -> dict[str, Metric]:
+    return {entry.name: entry for entry in all_metrics()}
+
+
 def get_metric(name: str) -> Metric:
-    if name not in _BY_NAME:
-        raise UserError(f"unknown metric '{name}'; known metrics: {', '.join(_BY_NAME)}.")
-    return _BY_NAME[name]
+    known = _by_name()
+    if name not in known:
+        raise UserError(f"unknown metric '{name}'; known metrics: {', '.join(known)}.")
+    return known[name]
 
 
 def metrics_for(problem_type: str) -> tuple[Metric, ...]:
     """The metrics scored for every job of `problem_type`, in the registry's order."""
-    return tuple(entry for entry in METRICS if problem_type in entry.problem_types)
+    return tuple(entry for entry in all_metrics() if problem_type in entry.problem_types)
 
 
 def score_metrics() -> dict[str, tuple[str, ...]]:
@@ -313,18 +329,19 @@ def score_metrics() -> dict[str, tuple[str, ...]]:
 
 
 def lower_is_better() -> frozenset[str]:
-    return frozenset(entry.name for entry in METRICS if entry.lower_is_better)
+    return frozenset(entry.name for entry in all_metrics() if entry.lower_is_better)
 
 
 def default_metric(problem_type: str) -> str:
     """The metric a card of `problem_type` is scored by when it names none."""
-    (entry,) = [entry for entry in METRICS if problem_type in entry.default_for]
+    (entry,) = [entry for entry in METRICS if problem_type in entry.default_for]  # shipped ones only
     return entry.name
 
 
 def higher_is_better(name: str) -> bool:
-    """The direction of a recorded figure: a score's own, or HIGHER_IS_BETTER_FIGURES' for the others."""
-    return not _BY_NAME[name].lower_is_better if name in _BY_NAME else name in HIGHER_IS_BETTER_FIGURES
+    """The direction of a job's figure: a score's own, or HIGHER_IS_BETTER_FIGURES' for the costs."""
+    known = _by_name()
+    return not known[name].lower_is_better if name in known else name in HIGHER_IS_BETTER_FIGURES
 
 
 def check_metric(problem_type: str, metric: str) -> None:
@@ -349,7 +366,7 @@ def framework_name(metric: str, framework: str) -> str:
         raise ValueError(f"'{framework}' is not one of the metric frameworks {', '.join(METRIC_FRAMEWORKS)}")
     names = get_metric(metric).framework_names
     if framework not in names:
-        optimisable = ", ".join(entry.name for entry in METRICS if framework in entry.framework_names)
+        optimisable = ", ".join(entry.name for entry in all_metrics() if framework in entry.framework_names)
         raise UserError(f"{framework} cannot optimise the metric '{metric}'; give the dataset's card a "
                         f"metric it can ({optimisable}).")
     return names[framework]

@@ -4,8 +4,12 @@ An entry is a name and where its object lives, ``"package.module:OBJECT"`` (or
 ``"/path/to/file.py:OBJECT"`` for a file outside the package); the object is imported when it is
 first asked for. Entries are found by folder: every module of a package that defines the registry's
 attribute (``ADAPTER``, ``EVALUATION``) is one, named by that object's ``name``, so a new plug-in
-is one new file and nothing else. Extra files (tests use ones that misbehave on purpose) are added
-with an environment variable holding file paths separated by the OS path separator.
+is one new file and nothing else. Plug-ins that live outside the project are found the same way in
+the packages named by AUTOML_EVAL_PLUGINS (importable package names, comma-separated): every
+module of such a package is looked into by every registry, so one package may add a framework, a
+metric, an evaluation and a report section at once. Extra single files (tests use ones that
+misbehave on purpose) are added with a registry's own environment variable holding file paths
+separated by the OS path separator.
 
 An unknown name is one sentence that lists the known ones and suggests the closest (difflib).
 """
@@ -36,6 +40,13 @@ class Named(Protocol):
 
 
 T = TypeVar("T", bound=Named)
+
+PLUGIN_PACKAGES_ENV = "AUTOML_EVAL_PLUGINS"
+
+
+def plugin_packages() -> tuple[str, ...]:
+    """The packages named in AUTOML_EVAL_PLUGINS, in the order given."""
+    return tuple(filter(None, (name.strip() for name in os.environ.get(PLUGIN_PACKAGES_ENV, "").split(","))))
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,8 @@ class Registry(Generic[T]):
 
     `kind` names one plug-in in messages ("framework"), `plural` several ("frameworks"); `base` is
     the type every plug-in object must have; modules named in `skip` (and private ones, `_x`) are
-    not looked into.
+    not looked into. `package` may be "" for a kind whose shipped entries are not modules (the
+    metrics, one tuple): then only the plug-in packages and extra files are looked into.
     """
 
     # `base` is typed loosely because it is usually an abstract class, which mypy does not accept as
@@ -92,21 +104,36 @@ class Registry(Generic[T]):
     # ------------------------------------------------------------ entries
 
     def entries(self) -> dict[str, Entry]:
-        """Every entry by name: the package's, then those of the extra files (which win)."""
-        found = dict(self._shipped())
+        """Every entry by name: the package's, then the plug-in packages', then those of the extra
+        files (later ones win)."""
+        found = dict(self._scanned(self.package, self.skip)) if self.package else {}
+        for package in plugin_packages():
+            found.update(self._scanned(package, frozenset(), named_by=PLUGIN_PACKAGES_ENV))
         extra = os.environ.get(self.extra_env, "") if self.extra_env else ""
         found.update(self._extra(extra))
         return found
 
     @cache  # noqa: B019 - one registry object per kind, alive for the whole process
-    def _shipped(self) -> dict[str, Entry]:
-        package = importlib.import_module(self.package)
+    def _scanned(self, package_name: str, skip: frozenset[str], named_by: str = "") -> dict[str, Entry]:
+        try:
+            package = importlib.import_module(package_name)
+        except ImportError as error:
+            if not named_by:
+                raise
+            raise UserError(f"{named_by}: cannot import the plug-in package '{package_name}' ({error}); "
+                            "fix the name or put its folder on PYTHONPATH.") from error
         found: dict[str, Entry] = {}
-        for module_info in pkgutil.iter_modules(package.__path__):
-            if module_info.name.startswith("_") or module_info.name in self.skip:
+        for module_info in pkgutil.iter_modules(getattr(package, "__path__", [])):
+            if module_info.name.startswith("_") or module_info.name in skip:
                 continue
-            target = f"{self.package}.{module_info.name}:{self.attribute}"
-            plugin = self._object(target, must=False)
+            target = f"{package_name}.{module_info.name}:{self.attribute}"
+            try:
+                plugin = self._object(target, must=False)
+            except Exception as error:  # a plug-in's own defect: named, not a traceback
+                if not named_by:
+                    raise
+                raise UserError(f"{named_by}: the plug-in module {package_name}.{module_info.name} failed to "
+                                f"import ({type(error).__name__}: {error}); fix that module.") from error
             if plugin is not None:
                 found[str(plugin.name)] = Entry(str(plugin.name), target)
         return found

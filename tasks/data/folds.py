@@ -31,8 +31,7 @@ from tasks.data.load import read_columns
 from tasks.errors import UserError
 from tasks.forecasting.card import forecast_card
 from tasks.forecasting.windows import assign_windows, train_mask
-from tasks.images.card import image_column
-from tasks.images.codec import content_hashes
+from tasks.modalities.base import modality_of
 from tasks.specs import DatasetSpec, read_yaml
 
 FOLD_COLUMN = "fold"
@@ -113,10 +112,9 @@ def row_groups(frame: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     two otherwise identical rows look different. With a group column (see `group_column`), rows
     of one group value join one group too, together with every row identical to one of them.
     """
-    if spec.modality == "image":
-        # The same picture is the same example whatever its label or file name: images group by
-        # the content hash of their pixels.
-        identical = pd.factorize(np.asarray(content_hashes(frame[image_column(spec)].tolist())))[0]
+    identity = modality_of(spec).row_identity(spec, frame)  # images: their pixels' content hash
+    if identity is not None:
+        identical = pd.factorize(identity)[0]
     else:
         compared = [c for c in frame.columns if spec.columns.get(c) not in ("id", "ignore")]
         identical = pd.factorize(_row_hashes(frame, compared))[0]

@@ -38,9 +38,7 @@ from tasks.data.versions import data_version, file_md5
 from tasks.errors import UserError
 from tasks.forecasting.card import forecast_card
 from tasks.forecasting.checks import series_checks
-from tasks.images.card import image_card, image_column
-from tasks.images.checks import image_checks
-from tasks.images.codec import content_hashes
+from tasks.modalities.base import modality_of
 from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
 
 NUMERIC_DTYPES = ["int64", "float64", "int32", "float32"]
@@ -185,8 +183,8 @@ def benchmark_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
         )
     if spec.problem_type == "forecasting":
         results.extend(_forecast_checks(spec, frame))
-    if spec.modality == "image":
-        results.extend(_image_checks(spec, frame))
+    results.extend(CheckResult(check, passed, sentence, observed)
+                   for check, passed, sentence, observed in modality_of(spec).gate_checks(spec, frame))
     results.extend(_fold_checks(spec, frame, k, assignment))
     allowed = set(spec.gate.allow)
     return [
@@ -200,24 +198,6 @@ def _forecast_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult
 
     return [CheckResult(check, passed, sentence, observed)
             for check, passed, sentence, observed in series_checks(spec.name, frame, forecast_card(spec))]
-
-
-def _image_checks(spec: DatasetSpec, frame: pd.DataFrame) -> list[CheckResult]:
-    """The image card's checks: decodes, size, channels, declared labels (tasks/images/checks.py)."""
-
-    column = image_column(spec)
-    return [CheckResult(check, passed, sentence, observed)
-            for check, passed, sentence, observed in image_checks(
-                spec.name, spec.file, frame[column], frame[spec.target], image_card(spec))]
-
-
-def _for_expectations(spec: DatasetSpec, frame: pd.DataFrame) -> pd.DataFrame:
-    """What Great Expectations sees: an image column as each image's content hash (text GE can
-    count and write into its JSON), every other column as it is."""
-    if spec.modality != "image":
-        return frame
-    column = image_column(spec)
-    return frame.assign(**{column: content_hashes(frame[column].tolist())})
 
 
 def _expected_fold_ids(spec: DatasetSpec, k: int, observed: list[int]) -> list[int]:
@@ -550,7 +530,8 @@ def _validate(spec: DatasetSpec, key: str | None = None) -> ValidationOutcome:
     try:
         frame = read_typed(spec, require_columns=False)
         outcome.data_version = data_version(spec)
-        gate = _run_great_expectations(spec, _for_expectations(spec, frame), docs_dir)
+        # What Great Expectations sees is the modality's to say (an image column: its content hashes).
+        gate = _run_great_expectations(spec, modality_of(spec).for_expectations(spec, frame), docs_dir)
         checks = benchmark_checks(spec, frame)
     except UserError as exc:
         outcome.failures, outcome.bad_input = [f"{spec.name}: {exc}"], True

@@ -23,6 +23,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.data.fold_data import load_fold
+from tasks.figures import Figure
 from tasks.frameworks.registry import load_saved_model
 from tasks.metrics import score
 from tasks.results import MODEL_DIR
@@ -122,12 +123,18 @@ class PostJobEvaluation(ABC):
 
     name: ClassVar[str]  # also the suite block's key and the job folder's evaluations/NAME/
     settings_model: ClassVar[type[EvaluationSettings]] = EvaluationSettings
-    # MLflow metric names it records (NAME -> meaning); the vocabulary page lists them.
-    metrics: ClassVar[dict[str, str]] = {}
+    # The MLflow metrics it records, each declared with its meaning, unit, direction and readers
+    # (tasks/figures.py); the vocabulary page, compare and the report read them from here.
+    figures: ClassVar[tuple[Figure, ...]] = ()
     # Job tag names it records in words (NAME -> meaning), e.g. an export's ok | unsupported.
     tags: ClassVar[dict[str, str]] = {}
     # Seconds the watchdog allows on top of settings.time_s for start-up and writing results.
     grace_s: ClassVar[float] = 30.0
+
+    @property
+    def metrics(self) -> dict[str, str]:
+        """Its figures' names and meanings (NAME -> meaning), in declaration order."""
+        return {figure.name: figure.meaning for figure in self.figures}
 
     def applies_to(self, spec: DatasetSpec, framework: str) -> str | None:
         """Why this evaluation does not apply to a job of `framework` on `spec`, or None if it does."""

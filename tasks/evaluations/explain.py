@@ -34,6 +34,7 @@ from tasks.evaluations.base import (
     EvaluationStatus,
     PostJobEvaluation,
 )
+from tasks.figures import Figure
 from tasks.frameworks.capabilities import NotOffered
 
 IMPORTANCE_FILE = "importance.csv"
@@ -62,21 +63,25 @@ class ExplainEvaluation(PostJobEvaluation):
     name = "explain"
     settings_model = ExplainSettings
     grace_s = 60.0  # loading the model (H2O's JVM) and the imports of shap
-    metrics: ClassVar[dict[str, str]] = {
-        "explain_features": "features explained (the dataset's tabular features)",
-        "explain_perm_rows": "test rows permutation importance scored on (at most explain.max_rows)",
-        "explain_perm_repeats": "seeded shuffles per feature that finished within the limit",
-        "explain_perm_s": "wall time of permutation importance, seconds",
-        "explain_top_importance": "drop of `result` when the most important feature is shuffled",
-        "explain_pgi": "fidelity: prediction gap when the top-k features (permutation ranking) are perturbed",
-        "explain_pgu": "fidelity: prediction gap when the bottom-k features are perturbed (lower is better)",
-        "explain_shap_rows": "test rows SHAP explained within the limit (at most explain.rows)",
-        "explain_shap_s": "wall time of the SHAP explainer, seconds",
-        "explain_shap_pgi": "fidelity of the SHAP ranking: gap when its top-k features are perturbed",
-        "explain_shap_pgu": "fidelity of the SHAP ranking: gap when its bottom-k features are perturbed",
-        "explain_framework_s": "wall time of the framework's own importance, seconds",
-        "explain_tokens": "tokens with a SHAP value (text datasets, tfidf_logreg)",
-    }
+    figures: ClassVar[tuple[Figure, ...]] = (
+        Figure("explain_features", "features explained (the dataset's tabular features)"),
+        Figure("explain_perm_rows", "test rows permutation importance scored on (at most explain.max_rows)"),
+        Figure("explain_perm_repeats", "seeded shuffles per feature that finished within the limit"),
+        Figure("explain_perm_s", "wall time of permutation importance, seconds", "s"),
+        Figure("explain_top_importance", "drop of `result` when the most important feature is shuffled"),
+        Figure("explain_pgi", "fidelity: prediction gap when the top-k features (permutation ranking) are "
+                              "perturbed"),
+        Figure("explain_pgu", "fidelity: prediction gap when the bottom-k features are perturbed (lower is "
+                              "better)"),
+        Figure("explain_shap_rows", "test rows SHAP explained within the limit (at most explain.rows)"),
+        Figure("explain_shap_s", "wall time of the SHAP explainer, seconds", "s"),
+        Figure("explain_shap_pgi", "fidelity of the SHAP ranking: gap when its top-k features are "
+                                   "perturbed"),
+        Figure("explain_shap_pgu", "fidelity of the SHAP ranking: gap when its bottom-k features are "
+                                   "perturbed"),
+        Figure("explain_framework_s", "wall time of the framework's own importance, seconds", "s"),
+        Figure("explain_tokens", "tokens with a SHAP value (text datasets, tfidf_logreg)"),
+    )
     tags: ClassVar[dict[str, str]] = {
         "explain_shap_explainer": "which SHAP explainer ran: tree | permutation | text | none",
         "explain_framework_importance": "the framework's own importance recorded beside: autogluon "

@@ -28,6 +28,7 @@ import pandas as pd
 from pydantic import Field
 
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.figures import Figure
 from tasks.frameworks.capabilities import NotOffered, OnnxCompiled, OnnxGraph
 
 ONNX_FILE = "model.onnx"
@@ -46,18 +47,21 @@ class ExportEvaluation(PostJobEvaluation):
     name = "export"
     settings_model = ExportSettings
     grace_s = 60.0
-    metrics: ClassVar[dict[str, str]] = {
-        "onnx_export_ok": "1 if the model exported to ONNX within the parity tolerance, else 0",
-        "onnx_parity_max_abs": "largest |native - ONNX| probability (or value) on the test fold",
-        "onnx_latency_p50_ms": "ONNX Runtime latency at batch 1, median, ms",
-        "onnx_throughput_rows_s": "ONNX Runtime rows per second at export.batch_rows rows per call",
-        "native_latency_p50_ms": "the native model's latency at batch 1 in the same process, median, ms",
-        "native_throughput_rows_s": "the native model's rows per second at export.batch_rows rows per call",
-        "onnx_speedup_p50": "native latency p50 / ONNX latency p50 (above 1: ONNX is faster)",
-        "onnx_model_mb": "size of the ONNX model, MB",
-        "onnx_export_s": "wall time of the conversion, seconds",
-        "mojo_mb": "size of H2O's MOJO (its deployable artifact), MB",
-    }
+    figures: ClassVar[tuple[Figure, ...]] = (
+        Figure("onnx_export_ok", "1 if the model exported to ONNX within the parity tolerance, else 0"),
+        Figure("onnx_parity_max_abs", "largest |native - ONNX| probability (or value) on the test fold"),
+        Figure("onnx_latency_p50_ms", "ONNX Runtime latency at batch 1, median, ms", "ms"),
+        Figure("onnx_throughput_rows_s", "ONNX Runtime rows per second at export.batch_rows rows per call",
+            "s"),
+        Figure("native_latency_p50_ms", "the native model's latency at batch 1 in the same process, "
+                                        "median, ms", "ms"),
+        Figure("native_throughput_rows_s", "the native model's rows per second at export.batch_rows rows "
+                                           "per call", "s"),
+        Figure("onnx_speedup_p50", "native latency p50 / ONNX latency p50 (above 1: ONNX is faster)"),
+        Figure("onnx_model_mb", "size of the ONNX model, MB", "MB"),
+        Figure("onnx_export_s", "wall time of the conversion, seconds", "s"),
+        Figure("mojo_mb", "size of H2O's MOJO (its deployable artifact), MB", "MB"),
+    )
     tags: ClassVar[dict[str, str]] = {
         "export_onnx": "ONNX export outcome: ok | unsupported | parity failed | failed (the export "
                        "crashed, or was killed at its time or memory limit)",

@@ -48,6 +48,7 @@ from tasks.evaluations.base import (
     PostJobEvaluation,
 )
 from tasks.evaluations.stacks import ServingStack, all_stacks, unusable_stack_reason
+from tasks.figures import Figure
 from tasks.frameworks.capabilities import NotOffered
 from tasks.launch import PACKAGE_ROOT, python_environment
 from tasks.predictions import PREDICTION, PROBA_PREFIX
@@ -165,38 +166,48 @@ def step_metric(users: int, figure: str) -> str:
 class ServingEvaluation(PostJobEvaluation):
     name = "serving"
     settings_model = ServingSettings
-    metrics: ClassVar[dict[str, str]] = {
-        "serve_cN_p50_ms": "median latency of POST /invocations with N concurrent users (closed loop), ms",
-        "serve_cN_p95_ms": "95th percentile latency with N concurrent users, ms",
-        "serve_cN_p99_ms": "99th percentile latency with N concurrent users, ms",
-        "serve_cN_mean_ms": "mean latency with N concurrent users, ms",
-        "serve_cN_rps": "successful responses per second with N concurrent users",
-        "serve_cN_error_rate": "share of requests that failed with N concurrent users",
-        "serve_cN_requests": "requests counted with N concurrent users (warm-up excluded)",
-        "serve_cN_server_cpu_percent": "the scoring server's process tree CPU with N concurrent users, "
-                                       "% of one core (200 = two cores busy)",
-        "serve_cN_server_peak_rss_mb": "the scoring server's process tree peak RSS with N concurrent users, "
-                                       "MB",
-        "serve_max_qps_at_slo": "highest Poisson arrival rate (req/s) held within serving.slo_ms with no "
-                                "errors: LoadGen's highest VALID rate (open_loop: loadgen) or Locust's "
-                                "search's",
-        "serve_loadgen_valid_qps": "highest target QPS whose LoadGen server-scenario result was VALID at "
-                                   "serving.latency_percentile within serving.slo_ms, with no HTTP errors",
-        "serve_loadgen_queries": "queries LoadGen counted in the step behind serve_loadgen_valid_qps",
-        "serve_loadgen_duration_s": "wall time of the step behind serve_loadgen_valid_qps, seconds",
-        "serve_loadgen_percentile_ms": "LoadGen's latency at serving.latency_percentile in that step, ms",
-        "serve_loadgen_p99_ms": "LoadGen's p99 latency in that step, ms",
-        "serve_loadgen_server_cpu_percent": "the scoring server tree's CPU in that step, % of one core",
-        "serve_loadgen_server_peak_rss_mb": "the scoring server tree's peak RSS in that step, MB",
-        "serve_loadgen_steps": "LoadGen steps run (rates judged)",
-        "serve_error_rate": "share of failed requests over every counted load step (a reading, not a "
-                            "failure)",
-        "serve_slo_ms": "the latency bound serve_max_qps_at_slo was searched for, ms",
-        "serve_startup_s": "scoring server start until /ping first answered 200, seconds",
-        "serve_p99_ms": "p99 latency at the ladder's highest concurrency, ms (the cost figure compare uses)",
-        "serve_STACK_FIGURE": "a serve_FIGURE above measured on a stack other than mlflow (serving.stacks), "
-                              "e.g. serve_onnxruntime_c1_p99_ms",
-    }
+    figures: ClassVar[tuple[Figure, ...]] = (
+        Figure("serve_cN_p50_ms", "median latency of POST /invocations with N concurrent users (closed "
+                                  "loop), ms", "ms"),
+        Figure("serve_cN_p95_ms", "95th percentile latency with N concurrent users, ms", "ms"),
+        Figure("serve_cN_p99_ms", "99th percentile latency with N concurrent users, ms", "ms"),
+        Figure("serve_cN_mean_ms", "mean latency with N concurrent users, ms", "ms"),
+        Figure("serve_cN_rps", "successful responses per second with N concurrent users", "req/s"),
+        Figure("serve_cN_error_rate", "share of requests that failed with N concurrent users", "share"),
+        Figure("serve_cN_requests", "requests counted with N concurrent users (warm-up excluded)"),
+        Figure("serve_cN_server_cpu_percent", "the scoring server's process tree CPU with N concurrent "
+                                              "users, % of one core (200 = two cores busy)", "%"),
+        Figure("serve_cN_server_peak_rss_mb", "the scoring server's process tree peak RSS with N "
+                                              "concurrent users, MB", "MB"),
+        Figure("serve_max_qps_at_slo", "highest Poisson arrival rate (req/s) held within serving.slo_ms "
+                                       "with no errors: LoadGen's highest VALID rate (open_loop: loadgen) "
+                                       "or Locust's search's",
+            unit="req/s", higher_is_better=True, compared="cost", attributed=True, reported=True),
+        Figure("serve_loadgen_valid_qps", "highest target QPS whose LoadGen server-scenario result was "
+                                          "VALID at serving.latency_percentile within serving.slo_ms, with "
+                                          "no HTTP errors", "req/s"),
+        Figure("serve_loadgen_queries", "queries LoadGen counted in the step behind "
+                                        "serve_loadgen_valid_qps"),
+        Figure("serve_loadgen_duration_s", "wall time of the step behind serve_loadgen_valid_qps, seconds",
+            "s"),
+        Figure("serve_loadgen_percentile_ms", "LoadGen's latency at serving.latency_percentile in that "
+                                              "step, ms", "ms"),
+        Figure("serve_loadgen_p99_ms", "LoadGen's p99 latency in that step, ms", "ms"),
+        Figure("serve_loadgen_server_cpu_percent", "the scoring server tree's CPU in that step, % of one "
+                                                   "core", "%"),
+        Figure("serve_loadgen_server_peak_rss_mb", "the scoring server tree's peak RSS in that step, MB",
+            "MB"),
+        Figure("serve_loadgen_steps", "LoadGen steps run (rates judged)"),
+        Figure("serve_error_rate", "share of failed requests over every counted load step (a reading, not "
+                                   "a failure)", "share"),
+        Figure("serve_slo_ms", "the latency bound serve_max_qps_at_slo was searched for, ms", "ms"),
+        Figure("serve_startup_s", "scoring server start until /ping first answered 200, seconds", "s"),
+        Figure("serve_p99_ms", "p99 latency at the ladder's highest concurrency, ms (the cost figure "
+                               "compare uses)",
+            unit="ms", higher_is_better=False, compared="cost", attributed=True),
+        Figure("serve_STACK_FIGURE", "a serve_FIGURE above measured on a stack other than mlflow "
+                                     "(serving.stacks), e.g. serve_onnxruntime_c1_p99_ms"),
+    )
     tags: ClassVar[dict[str, str]] = {
         "serving_stack.STACK": "each stack's outcome: ok | partial | skipped (the model cannot use it) | "
                                "parity failed | failed",

@@ -1,6 +1,6 @@
 """Compare two suite executions and diagnose what regressed, where in the job, and why.
 
-Per (dataset, framework) and per quantity (QUANTITIES: result and cost figures; per-stage figures
+Per (dataset, framework) and per quantity (quantities(): result and cost figures; per-stage figures
 from each job's resource samples): the change of the mean, and a z-score of that change against
 the baseline's own spread over folds and seeds. A change is a regression only when it goes the
 wrong way, exceeds a relative threshold AND stands out of the noise (|z| >= z threshold). Each
@@ -11,7 +11,7 @@ metrics recorded) are named with their values, a factor on one side only include
 unset -> 3"); where other runs cover every one-factor-at-a-time mix of the two sides, the change
 is split over the factors by Shapley values.
 
-This module holds what is compared (QUANTITIES, their direction and thresholds) and the decision per
+This module holds what is compared (quantities(), their direction and thresholds) and the decision per
 cell; the noise and z-scores are in compare_stats, the factors, Shapley split and DTW alignment in
 compare_attribution, the page in compare_markdown, and executions looked up in MLflow in compare_store.
 """
@@ -28,6 +28,7 @@ import pandas as pd
 
 from tasks import metric_registry
 from tasks.errors import UserError
+from tasks.evaluations.vocabulary import compared_figures
 from tasks.report import jobs as job_table
 from tasks.report import series as job_series
 from tasks.report.compare_attribution import (
@@ -53,27 +54,38 @@ class Quantity:
 
     name: str
     threshold: str = "cost"  # "result" or "cost" (the Thresholds field)
+    higher: bool | None = None  # the direction its plug-in declares; None: the metric registry's
 
     @property
-    def higher_is_better(self) -> bool:  # the metric registry's direction (a stage figure: its figure's)
+    def higher_is_better(self) -> bool:  # a stage figure ("STAGE: NAME"): its figure's
+        if self.higher is not None:
+            return self.higher
         return metric_registry.higher_is_better(self.name.rpartition(": ")[2])
 
 
-# What `compare` compares. A new figure in the record (serving p99, robustness AUC) is one line here.
-QUANTITIES: tuple[Quantity, ...] = (
+# The job's own figures `compare` compares; the post-job evaluations' figures are added from their
+# declarations (tasks/figures.py: a figure declared `compared`), so a new one is declared in its
+# evaluation's module, not listed here.
+JOB_QUANTITIES: tuple[Quantity, ...] = (
     Quantity(RESULT, threshold="result"),
     Quantity("fit_s"),
     Quantity("duration_s"),
     Quantity("latency_p99_ms"),
     Quantity("peak_rss_mb"),
     Quantity("gpu_mem_peak_mb"),
-    # robustness (a regression: AUC down, breaking point lower), held to the result threshold
-    Quantity("robust_auc", threshold="result"),
-    Quantity("robust_breaking_mean", threshold="result"),
-    # serving (tasks/evaluations/serving.py): cost figures, compared when recorded
-    Quantity("serve_p99_ms"),
-    Quantity("serve_max_qps_at_slo"),
 )
+
+
+def quantities() -> tuple[Quantity, ...]:
+    """What `compare` compares: the job's figures, then every evaluation's compared figures, as the
+    job's are ordered: those held to the result threshold first, then costs before rates (a
+    comparison's rows come in this order)."""
+    declared = sorted(compared_figures(), key=lambda figure: (figure.compared != "result",
+                                                              bool(figure.higher_is_better)))
+    return JOB_QUANTITIES + tuple(Quantity(figure.name, figure.compared or "cost", figure.higher_is_better)
+                                  for figure in declared)
+
+
 # Per-stage figures of each job's resource samples (tasks.report.series.stage_figures), compared as
 # "STAGE: NAME" with the cost threshold; stages shorter than MIN_STAGE_S are a few samples long.
 STAGE_QUANTITIES: tuple[str, ...] = ("duration_s", "peak_rss_mb")
@@ -129,7 +141,7 @@ def check_runs(runs: pd.DataFrame, side: str) -> None:
     figures belong; anything else is one sentence naming the run and the field."""
     if runs.empty:
         return
-    numeric = [q.name for q in QUANTITIES if q.name in runs]
+    numeric = [q.name for q in quantities() if q.name in runs]
     for record in runs.to_dict("records"):
         run = record.get("run_id") or record.get("job_key") or "?"
         where = f"run {run} of the {side}"
@@ -206,12 +218,14 @@ def compare(
     *,
     pool: pd.DataFrame | None = None,
     thresholds: Thresholds | None = None,
-    quantities: Iterable[Quantity] = QUANTITIES,
+    compared_quantities: Iterable[Quantity] | None = None,
     series: RunSeries | None = None,
 ) -> Comparison:
     """Diagnose the candidate execution against the baseline; `pool` adds runs for the Shapley split;
     `series` (run id -> artifact -> frame) adds per-stage figures and the DTW alignments."""
     thresholds = thresholds or Thresholds()
+    every_quantity = quantities()
+    wanted = every_quantity if compared_quantities is None else tuple(compared_quantities)
     check_runs(base_runs, "baseline")
     check_runs(cand_runs, "candidate")
     run_series: RunSeries = series or {}
@@ -221,7 +235,7 @@ def compare(
         sides.append(pool.assign(_side="pool"))
     raw = pd.concat(sides, ignore_index=True)
     everything = job_table.prepare(raw)
-    compared = {q.name: q for q in quantities if q.name in everything}
+    compared = {q.name: q for q in wanted if q.name in everything}
     for stage_name in _stage_columns(everything, run_series):
         stage, _, figure = stage_name.partition(": ")
         if figure in STAGE_QUANTITIES:
@@ -229,11 +243,11 @@ def compare(
     everything = pair_versions(everything)
     base = everything[everything["_side"] == "baseline"]
     cand = everything[everything["_side"] == "candidate"]
-    factors = factor_columns(raw, {q.name for q in QUANTITIES})
+    factors = factor_columns(raw, {q.name for q in every_quantity})
     signatures = {name: signature(everything, cols) for name, cols in factors.items()}
     # Figures the record holds or lacks (a GPU figure on GPU hosts only); per-stage figures depend
     # on which stages were long enough to be sampled, so they are not part of it.
-    recorded = [q.name for q in quantities if q.name in everything]
+    recorded = [q.name for q in wanted if q.name in everything]
     noise_ratios = relative_noise(base, list(compared))
     base_cells = set(zip(base["dataset"], base["framework"], strict=True))
     cand_cells = set(zip(cand["dataset"], cand["framework"], strict=True))

@@ -24,19 +24,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from tasks.evaluations.vocabulary import attributed_figures
 from tasks.report.compare_attribution import shapley
 from tasks.vocabulary import RESULT
 
-# What is attributed: the score and the costs the issue names (fit time, peak RSS, p99 latency,
-# served QPS), each where the runs record it.
-ATTRIBUTED: tuple[str, ...] = (
-    RESULT,
-    "fit_s",
-    "peak_rss_mb",
-    "latency_p99_ms",
-    "serve_p99_ms",
-    "serve_max_qps_at_slo",
-)
+# What is attributed: the score and the job's costs (fit time, peak RSS, p99 latency), then the
+# post-job evaluations' figures declared `attributed` (served p99 and QPS), each where the runs
+# record it.
+JOB_ATTRIBUTED: tuple[str, ...] = (RESULT, "fit_s", "peak_rss_mb", "latency_p99_ms")
+
+
+def attributed() -> tuple[str, ...]:
+    return JOB_ATTRIBUTED + attributed_figures()
+
 UNIT = ("dataset", "framework", "fold", "seed")  # one job's place, the same in every mix
 CONFIDENCE = 0.95
 EXACT_TOLERANCE = 1e-9
@@ -147,10 +147,12 @@ def attribute(
     factors: Sequence[str],
     method: str,
     mix_runs: Mapping[Mix, pd.DataFrame],
-    quantities: Iterable[str] = ATTRIBUTED,
+    quantities: Iterable[str] | None = None,
 ) -> Attribution:
-    """Each factor's share of each quantity's change, from the job runs of every mix."""
+    """Each factor's share of each quantity's change (by default every attributed figure), from the
+    job runs of every mix."""
     factors = list(factors)
+    quantities = attributed() if quantities is None else quantities
     result = Attribution(factors, method)
     for quantity in quantities:
         per_mix = {mix: unit_values(runs, quantity) for mix, runs in mix_runs.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tasks.evaluations.vocabulary import reported_figures
 from tasks.vocabulary import RESULT
 
 KEYS = ["dataset", "framework", "fold", "seed"]
@@ -32,6 +33,9 @@ def prepare(runs: pd.DataFrame) -> pd.DataFrame:
         )
     for column in [RESULT, *COSTS, "train_rows", "test_rows", "fit_rows"]:
         jobs[column] = pd.to_numeric(jobs[column], errors="coerce") if column in jobs else np.nan
+    for column in reported_figures():  # the evaluations' figures the report reads, where recorded
+        if column in jobs:
+            jobs[column] = pd.to_numeric(jobs[column], errors="coerce")
     jobs["native"] = [
         pd.to_numeric(row.get(metric), errors="coerce") if metric in jobs.columns else np.nan
         for metric, row in zip(jobs["metric"], jobs.to_dict("records"), strict=True)

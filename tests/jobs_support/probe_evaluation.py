@@ -10,6 +10,7 @@ import time
 from typing import ClassVar, Literal
 
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.figures import Figure
 
 
 class ProbeSettings(EvaluationSettings):
@@ -19,7 +20,8 @@ class ProbeSettings(EvaluationSettings):
 class ProbeEvaluation(PostJobEvaluation):
     name = "probe"
     settings_model = ProbeSettings
-    metrics: ClassVar[dict[str, str]] = {"probe_result": "the job's result, scored again on the saved model"}
+    figures: ClassVar[tuple[Figure, ...]] = (
+        Figure("probe_result", "the job's result, scored again on the saved model"),)
     tags: ClassVar[dict[str, str]] = {"probe_outcome": "how a probe that failed stopped"}
     grace_s = 3.0
 

@@ -111,8 +111,8 @@ def test_not_applicable_is_not_a_failure(project: dict[str, DatasetSpec], tmp_pa
 
 def test_evaluation_names_reach_the_vocabulary(project: dict[str, DatasetSpec]) -> None:
     assert "`probe_result`" in vocabulary_markdown()
-    assert get_evaluation("probe").metrics == {"probe_result": probe_evaluation.ProbeEvaluation.metrics[
-        "probe_result"]}
+    (figure,) = probe_evaluation.ProbeEvaluation.figures
+    assert get_evaluation("probe").metrics == {"probe_result": figure.meaning}
     import re
 
     assert re.match(name_pattern("serve_cN_p99_ms"), "serve_c16_p99_ms")

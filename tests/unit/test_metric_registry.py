@@ -11,6 +11,7 @@ import pytest
 from flows.benchmark import resolve_plan
 from tasks import metric_registry
 from tasks.errors import UserError
+from tasks.figures import Figure
 from tasks.frameworks.registry import all_adapters
 from tasks.metric_registry import (
     METRIC_FRAMEWORKS,
@@ -22,7 +23,7 @@ from tasks.metric_registry import (
     higher_is_better,
 )
 from tasks.plan import check_suite_metrics
-from tasks.report.compare import QUANTITIES, Quantity
+from tasks.report.compare import Quantity, quantities
 from tasks.specs import DEFAULT_METRIC, load_dataset_spec
 from tasks.vocabulary import LOWER_IS_BETTER, SCORE_METRICS
 
@@ -80,7 +81,8 @@ def test_the_registry_is_layer_one() -> None:
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                  for alias in node.names}
-    assert {name for name in imported if name.startswith(("tasks", "flows", "bench"))} == {"tasks.errors"}
+    assert {name for name in imported if name.startswith(("tasks", "flows", "bench"))} == {"tasks.errors",
+                                                                                  "tasks.plugins"}
 
 
 def test_a_framework_without_the_metric_is_one_sentence() -> None:
@@ -93,10 +95,12 @@ def test_a_framework_without_the_metric_is_one_sentence() -> None:
 
 
 def test_compare_takes_its_directions_from_the_registry() -> None:
-    directions = {quantity.name: quantity.higher_is_better for quantity in QUANTITIES}
-    assert directions == {"result": True, "fit_s": False, "duration_s": False, "latency_p99_ms": False,
-                          "peak_rss_mb": False, "gpu_mem_peak_mb": False, "robust_auc": True,
-                          "robust_breaking_mean": True, "serve_p99_ms": False, "serve_max_qps_at_slo": True}
+    # the evaluations' figures come from their declarations, in the order compare always listed them
+    directions = [(quantity.name, quantity.higher_is_better) for quantity in quantities()]
+    assert directions == [("result", True), ("fit_s", False), ("duration_s", False),
+                          ("latency_p99_ms", False), ("peak_rss_mb", False), ("gpu_mem_peak_mb", False),
+                          ("robust_auc", True), ("robust_breaking_mean", True), ("serve_p99_ms", False),
+                          ("serve_max_qps_at_slo", True)]
     assert Quantity("fit: duration_s").higher_is_better is False  # a per-stage figure: its figure's
     assert higher_is_better("auc") and not higher_is_better("brier") and not higher_is_better("ece")
 
@@ -145,3 +149,9 @@ def test_quantile_levels_live_in_the_registry() -> None:
     assert metric_registry.QUANTILE_LEVELS == (0.1, 0.5, 0.9)
     assert [metric_registry.quantile_column(level) for level in metric_registry.QUANTILE_LEVELS] == [
         "q0.1", "q0.5", "q0.9"]
+
+
+def test_a_compared_figure_declares_its_direction() -> None:
+    with pytest.raises(ValueError, match="figure serve_x_ms: a compared or attributed figure declares"):
+        Figure("serve_x_ms", "a latency", "ms", compared="cost")
+    assert Figure("serve_x_ms", "a latency", "ms", higher_is_better=False, compared="cost").compared == "cost"

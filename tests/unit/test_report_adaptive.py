@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.report.adaptive import section
-from tasks.report.build import _table
+from tasks.report.markdown import markdown_table as _table
 from tasks.specs import AdaptiveSettings
 
 

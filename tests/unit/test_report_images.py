@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.report import images
-from tasks.report.build import _table
+from tasks.report.markdown import markdown_table as _table
 from tasks.report.plots import DPI, plt
 
 
