@@ -7,13 +7,15 @@ import base64
 import html
 import re
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd
 
 from tasks import paths
+from tasks.adaptive import Cell
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.report import (
@@ -43,6 +45,7 @@ from tasks.report.reference import section as reference_section
 from tasks.report.tabarena import tabarena_frame
 from tasks.specs import AdaptiveSettings, load_suite
 from tasks.tracking import read
+from tasks.tracking.adaptive_record import recorded_adaptive
 
 PARETO_COSTS = ("fit_s", "latency_p99_ms")
 REPORT_MD = "report.md"
@@ -96,6 +99,7 @@ def build_report(
     reference: tuple[str, pd.DataFrame] | None = None,
     anytime_curves: pd.DataFrame | None = None,
     adaptive_settings: AdaptiveSettings | None = None,
+    adaptive_reopened: Collection[Cell] = (),
 ) -> Report:
     """Compute every table and figure from job runs and write them under `folder`.
 
@@ -104,7 +108,8 @@ def build_report(
     `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves);
     `forecasts`: forecasting jobs' predictions (for the forecast figures);
     `anytime_curves`: the jobs' anytime.csv, stacked (for the score-over-time figures);
-    `adaptive_settings`: the suite's `adaptive:` block, if it ran in rounds (its section).
+    `adaptive_settings`: the `adaptive:` settings the execution ran its rounds with (its section);
+    `adaptive_reopened`: the cells it reopened for a regression since the previous execution.
     """
     if runs.empty:
         raise UserError(f"no job runs to report on for {title}; check the suite name, run id or filter.")
@@ -206,7 +211,7 @@ def build_report(
     figures += serving_figures + anytime.figures(anytime_curves, folder)
     forecast_lines, forecast_figures = forecasting.section(table, forecasts, folder, _table)
     image_lines, image_figures = images.section(table, folder, _table)
-    adaptive_lines = adaptive.section(table, adaptive_settings, folder, _table)
+    adaptive_lines = adaptive.section(table, adaptive_settings, folder, _table, adaptive_reopened)
     serving_lines = adaptive_lines + forecast_lines + image_lines + serving_lines
     if reference is not None:
         reference_lines, reference_figures = reference_section(
@@ -400,13 +405,17 @@ def default_folder(label: str) -> Path:
     return paths.reports_dir() / (cleaned or "report")
 
 
-def _adaptive_settings(suite: str) -> AdaptiveSettings | None:
-    """The suite's `adaptive:` block from its file here; None without one (or without the file: a
-    report built where the suite is not, e.g. from another team's store)."""
+def _adaptive_settings(parent: dict[str, Any]) -> tuple[AdaptiveSettings | None, set[Cell]]:
+    """The `adaptive:` settings and reopened cells the execution recorded; for an execution recorded
+    before it kept them, its suite's block from the file here (None without one, or without the
+    file: a report built where the suite is not, e.g. from another team's store)."""
+    settings, reopened = recorded_adaptive(parent)
+    if settings is not None:
+        return settings, reopened
     try:
-        return load_suite(suite, all_evaluations()).adaptive
+        return load_suite(parent.get("suite") or "suite", all_evaluations()).adaptive, set()
     except UserError:
-        return None
+        return None, set()
 
 
 def report_execution(
@@ -426,11 +435,12 @@ def report_execution(
     forecasts = read.forecast_predictions(runs, uri=uri)
     curves = read.anytime_curves(runs, uri=uri)
     folder = folder or default_folder(f"{suite}-{execution_id[:8]}")
+    settings, reopened = _adaptive_settings(parent)
     with tempfile.TemporaryDirectory() as downloads:
         explanations = load_explanations(runs, Path(downloads), uri=uri) if not runs.empty else None
         report = build_report(runs, folder, title=title, robustness_cases=cases, explanations=explanations,
                               forecasts=forecasts, anytime_curves=curves,
-                              adaptive_settings=_adaptive_settings(suite), **options)
+                              adaptive_settings=settings, adaptive_reopened=reopened, **options)
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
     return report
