@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.scratch_project import scratch_project
+
 DATASET, TARGET = "breast_cancer", "diagnosis"
 FOLDS = 3
 SUITE_YAML = (
@@ -31,22 +32,6 @@ SUITE_YAML = (
 # The smoke run of tests/integration/test_bench_smoke.py: two folds, the fewest a share's interval
 # is drawn from.
 SMOKE_ARGS: tuple[str, ...] = ("--folds", "2")
-
-
-def _scratch_project(home: Path) -> None:
-    from tasks.data.folds import folds_path
-    from tasks.specs import load_dataset_spec
-
-    spec = load_dataset_spec(DATASET)  # from the project, before AUTOML_EVAL_HOME moves
-    (home / "specs" / "datasets").mkdir(parents=True)
-    (home / "specs" / "suites").mkdir()
-    (home / "datasets").mkdir()
-    shutil.copy(ROOT / "specs" / "datasets" / f"{DATASET}.yaml", home / "specs" / "datasets")
-    shutil.copy(ROOT / "specs" / "budgets.yaml", home / "specs")
-    for name in ("params.yaml", ".dvcignore"):
-        shutil.copy(ROOT / name, home / name)
-    shutil.copy(spec.path, home / "datasets")
-    shutil.copy(folds_path(spec), home / "datasets")
 
 
 def _flip_labels(csv: Path, share: float) -> None:
@@ -67,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     suite_yaml = SUITE_YAML.replace("{folds}", str(args.folds))
     home = Path(tempfile.mkdtemp(prefix="bench-attribution-"))
-    _scratch_project(home)
+    scratch_project(home, [DATASET])
     os.environ["AUTOML_EVAL_HOME"] = str(home)
     os.chdir(home)
     from flows.cli_run import configure_embedded_prefect

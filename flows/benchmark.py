@@ -25,7 +25,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.adaptive_run import run_in_rounds
+from flows.adaptive_run import previous_execution, record_rounds, run_in_rounds
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
 from tasks.align import align_dataset as align
@@ -501,7 +501,9 @@ def benchmark(
         if job.framework_id in plan.unavailable and job.key not in not_taken:
             not_taken[job.key] = plan.unavailable[job.framework_id]
     runnable = [job for job in to_run if job.dataset not in gate_failures and job.key not in not_taken]
-    runner.planned(len(to_run))
+    in_rounds = plan.adaptive is not None and not retry_failed  # a retry re-runs exactly the failures
+    # In rounds, the progress bar's total grows by each round's jobs (run_in_rounds).
+    runner.planned(len(to_run) - len(runnable) if in_rounds else len(to_run))
     for job in to_run:
         if job.dataset in gate_failures:
             runner.skip(job, contexts[job.key], f"data gate failed: {gate_failures[job.dataset]}")
@@ -514,9 +516,9 @@ def benchmark(
     ran = len(runnable)
     try:
         with system_metrics(chosen):
-            if plan.adaptive is not None and not retry_failed:  # a retry re-runs exactly the failures
-                ran = run_in_rounds(runner, jobs, runnable, contexts, plan.adaptive,
-                                    lambda: results_of(chosen, jobs)[0]).ran
+            if in_rounds and plan.adaptive is not None:
+                ran = _run_adaptive(runner, chosen, plan.adaptive, jobs, runnable, contexts,
+                                    counted=len(to_run) - len(runnable))
             else:
                 runner.run(runnable, contexts)
     except BaseException:
@@ -572,6 +574,23 @@ def benchmark(
         "waiting": {"count": waiting.count, "reason": waiting.reason},
         "execution_url": execution_url(chosen),
     }
+
+
+def _run_adaptive(runner: Dispatcher, chosen: Execution, settings: AdaptiveSettings, jobs: list[Job],
+                  runnable: list[Job], contexts: dict[str, JobContext], counted: int) -> int:
+    """The rounds, with the execution's settings recorded on it and the previous execution's settled
+    cells at hand for reopening (none while the store is away: the rounds run without)."""
+    previous = None
+    if not chosen.offline:
+        record_rounds(chosen.execution_id, settings)
+        try:
+            previous = previous_execution(chosen.execution_id, settings)
+        except Exception as exc:
+            logger.warning("no previous execution to reopen regressed cells from: %s", exc)
+    done = run_in_rounds(runner, jobs, runnable, contexts, settings, lambda: results_of(chosen, jobs)[0],
+                         counted=counted, previous=previous,
+                         on_reopen=lambda cells: record_rounds(chosen.execution_id, settings, cells))
+    return done.ran
 
 
 def results_of(chosen: Execution, jobs: list[Job]) -> tuple[dict[str, JobResult], bool]:

@@ -98,7 +98,8 @@ class Dispatcher(Protocol):
         """Called before the data gates, so start-up work overlaps them."""
 
     def planned(self, count: int) -> None:
-        """How many jobs this run will account for (the progress bar's total)."""
+        """How many jobs this run will account for (the progress bar's total); a run in rounds
+        calls it again each round with the total so far."""
 
     def skip(self, job: Job, context: JobContext, reason: str) -> JobOutcome:
         """Record a job that will not run (e.g. its dataset failed the data gate), with the reason."""

@@ -64,7 +64,8 @@ class ProgressBar:
         self._progress.update(self._task_id, running=running[:80])
 
     def jobs_planned(self, count: int) -> None:
-        self._progress.update(self._task_id, total=count, completed=0, description="jobs")
+        # Only the total: a run in rounds raises it each round, with the jobs done kept.
+        self._progress.update(self._task_id, total=count, description="jobs")
 
     def job_started(self, job: Any) -> None:
         with self._lock:

@@ -27,14 +27,20 @@ Decisions, over per-fold results (higher is better, paired by fold):
 - best, per dataset: a race. A framework leaves the race once another is settled better; the race
   is settled when every pair still in it is settled. Its pairs use Bonferroni's `alpha / pairs`, so
   the whole race errs with probability at most alpha.
-- best, across datasets: the framework that wins the most datasets; settled once no open dataset can
-  change who leads (it is wrong only if some dataset's race is).
+- best, across datasets: the framework that wins the most datasets; settled once no other
+  framework, winning every open race it is still in, could reach the leader's wins (it is wrong only
+  if some dataset's race is). A framework that could not is out of contention: a race's pairs between
+  two such frameworks get no more folds, since no verdict of theirs can change who leads.
+
+Which cells get the next fold is decided per (dataset, framework) cell from the results seen so far.
+Each interval holds at every number of folds at once, so it holds at whatever fold a data-dependent
+rule stops its cells: stopping cells, races or pairs early keeps every error rate above.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Literal
@@ -53,6 +59,7 @@ Decision = Literal["pairwise", "best"]
 DECISIONS: tuple[Decision, ...] = ("pairwise", "best")
 
 FoldScores = Mapping[int, float]  # fold -> result (higher is better)
+Cell = tuple[str, str]  # (dataset, framework)
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,9 @@ class BestAcross:
     wins: dict[str, int]
     open_datasets: tuple[str, ...]
     settled: bool
+    # Frameworks that could still lead: their wins plus the open races they are still in reach the
+    # most wins any framework has. The others are out of contention: no open race can make them lead.
+    contenders: frozenset[str] = frozenset()
 
 
 def critical_t(folds: int, alpha: float, prior_variance: float = PRIOR_EFFECT_VARIANCE) -> float:
@@ -186,12 +196,16 @@ def race(dataset: str, scores: Mapping[str, FoldScores], confidence: float, rope
 
 
 def best_across(races: Sequence[RaceOutcome]) -> BestAcross:
-    """The framework with the most settled dataset wins; settled once the open datasets, all won by
-    the runner-up, could not overtake it (a settled tie counts as a win for no one)."""
+    """The framework with the most settled dataset wins; settled once no other framework, winning
+    every open race it is still in, could reach its wins (a settled tie counts as a win for no one).
+    It is wrong only if some dataset's race is."""
     wins: dict[str, int] = {}
+    racing: dict[str, int] = {}  # open races each framework is still in
     for outcome in races:
         for name in outcome.remaining:
             wins.setdefault(name, 0)
+            if not outcome.settled:
+                racing[name] = racing.get(name, 0) + 1
         if outcome.winner is not None:
             wins[outcome.winner] += 1
     open_datasets = tuple(outcome.dataset for outcome in races if not outcome.settled)
@@ -199,28 +213,33 @@ def best_across(races: Sequence[RaceOutcome]) -> BestAcross:
     if not ranked:
         return BestAcross(None, wins, open_datasets, not open_datasets)
     leader, top = ranked[0]
-    runner_up = ranked[1][1] if len(ranked) > 1 else 0
-    settled = top > runner_up + len(open_datasets)
-    return BestAcross(leader if settled else None, wins, open_datasets, settled)
+    contenders = frozenset(name for name, count in wins.items() if count + racing.get(name, 0) >= top)
+    settled = contenders == {leader}
+    return BestAcross(leader if settled else None, wins, open_datasets, settled, contenders)
 
 
 def needs_more_folds(scores: Mapping[str, Mapping[str, FoldScores]], confidence: float,
                      decide: Sequence[str], rope: float = 0.0,
-                     max_folds: int | None = None) -> set[tuple[str, str]]:
+                     max_folds: int | None = None) -> set[Cell]:
     """The (dataset, framework) cells that an open decision still needs: both frameworks of an open
-    pair (pairwise), or of an open pair within an open race while the best across datasets is open
-    (best); with `max_folds`, only pairs that folds up to it could still settle."""
-    wanted: set[tuple[str, str]] = set()
+    pair (pairwise), or of an open pair within an open race while the best across datasets is open,
+    one of them still in contention for it (best); with `max_folds`, only pairs that folds up to it
+    could still settle. Each cell is decided on its own: a framework whose every comparison on a
+    dataset is settled stops there while it runs on others."""
+    wanted: set[Cell] = set()
     races = [race(dataset, by_framework, confidence, rope) for dataset, by_framework in scores.items()]
     if "pairwise" in decide:
         for dataset, by_framework in scores.items():
             for pair in pairwise(dataset, by_framework, confidence, rope):
                 if not pair.settled and pair.could_settle_by(max_folds, rope):
                     wanted |= {(dataset, pair.first), (dataset, pair.second)}
-    if "best" in decide and not best_across(races).settled:
+    best = best_across(races)
+    if "best" in decide and not best.settled:
         for outcome in races:
             for pair in outcome.pairs:
+                # A pair of two frameworks out of contention cannot change the leader: no folds for it.
                 if ({pair.first, pair.second} <= set(outcome.remaining) and not pair.settled
+                        and {pair.first, pair.second} & best.contenders
                         and pair.could_settle_by(max_folds, rope)):
                     wanted |= {(outcome.dataset, pair.first), (outcome.dataset, pair.second)}
     return wanted
@@ -239,8 +258,8 @@ class Rounds:
     the first, `min_folds` folds) after which no open decision needed it, None if it ran to the last.
     """
 
-    folds: dict[tuple[str, str], int]
-    settled_at: dict[tuple[str, str], int | None]
+    folds: dict[Cell, int]
+    settled_at: dict[Cell, int | None]
     pairs: list[PairOutcome]
     races: list[RaceOutcome]
     best: BestAcross
@@ -251,7 +270,7 @@ class Rounds:
         return sum(self.folds.values())
 
 
-def visible(grid: Grid, folds: Mapping[tuple[str, str], int]) -> dict[str, dict[str, dict[int, float]]]:
+def visible(grid: Grid, folds: Mapping[Cell, int]) -> dict[str, dict[str, dict[int, float]]]:
     """The grid as the rounds have seen it: each cell's results on its first `folds` folds."""
     return {dataset: {name: {fold: score for fold, score in by_fold.items()
                              if fold < folds.get((dataset, name), 0)}
@@ -260,17 +279,19 @@ def visible(grid: Grid, folds: Mapping[tuple[str, str], int]) -> dict[str, dict[
 
 
 def play_rounds(grid: Grid, *, confidence: float, min_folds: int, max_folds: int,
-                decide: Sequence[str], rope: float = 0.0, futility: bool = False) -> Rounds:
+                decide: Sequence[str], rope: float = 0.0, futility: bool = False,
+                reopened: Collection[Cell] = ()) -> Rounds:
     """Replay the rounds a run makes on a grid already run: every cell gets `min_folds` folds, then
     one more fold per round while an open decision needs it (and, with `futility`, could still be
-    settled by `max_folds`), up to `max_folds`."""
+    settled by `max_folds`), up to `max_folds`. `reopened` cells (a regression since the previous
+    execution) get every round's fold, up to `max_folds`, whatever the decisions say."""
     cells = [(dataset, name) for dataset, by_framework in grid.items() for name in by_framework]
     folds = dict.fromkeys(cells, min_folds)
-    settled_at: dict[tuple[str, str], int | None] = dict.fromkeys(cells)
+    settled_at: dict[Cell, int | None] = dict.fromkeys(cells)
     round_number = 1
     while True:
         wanted = needs_more_folds(visible(grid, folds), confidence, decide, rope,
-                                  max_folds if futility else None)
+                                  max_folds if futility else None) | set(reopened)
         for cell in cells:
             if cell in wanted:
                 settled_at[cell] = None  # (re)opened: a later round settles it, or none does

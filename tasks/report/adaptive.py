@@ -1,19 +1,19 @@
 """The Adaptive section of a report: per cell the round it settled and the evidence, the compute
 spent against the full grid's, and the decisions still open at the last round.
 
-The rounds are replayed from the recorded per-fold results with the suite's `adaptive:` settings
-(tasks/adaptive.py): the procedure is a pure function of those results, so the replay gives each
-cell the folds the run gave it.
+The rounds are replayed from the recorded per-fold results with the `adaptive:` settings and the
+reopened cells the execution recorded (tasks/adaptive.py): the procedure is a pure function of
+those, so the replay gives each cell the folds the run gave it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import pandas as pd
 
-from tasks.adaptive import Grid, Rounds, play_rounds
+from tasks.adaptive import Cell, Grid, Rounds, play_rounds
 from tasks.specs import AdaptiveSettings
 from tasks.vocabulary import RESULT
 
@@ -28,19 +28,20 @@ def grid_of(jobs: pd.DataFrame) -> Grid:
     return grid
 
 
-def replay(jobs: pd.DataFrame, settings: AdaptiveSettings) -> Rounds:
+def replay(jobs: pd.DataFrame, settings: AdaptiveSettings, reopened: Collection[Cell] = ()) -> Rounds:
     max_folds = settings.max_folds or int(jobs["fold"].max()) + 1
     return play_rounds(grid_of(jobs), confidence=settings.confidence, min_folds=settings.min_folds,
                        max_folds=max_folds, decide=settings.decide, rope=settings.rope,
-                       futility=settings.futility)
+                       futility=settings.futility, reopened=reopened)
 
 
-def tables(jobs: pd.DataFrame, settings: AdaptiveSettings,
-           rounds: Rounds) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
+def tables(jobs: pd.DataFrame, settings: AdaptiveSettings, rounds: Rounds,
+           reopened: Collection[Cell] = ()) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """The cells (folds, round settled), the pairs (verdict, interval) and the compute figures."""
     cells = pd.DataFrame([
         {"dataset": dataset, "framework": framework, "folds": folds,
-         "settled_in_round": rounds.settled_at[(dataset, framework)] or "open at max"}
+         "settled_in_round": ("reopened (regressed)" if (dataset, framework) in reopened
+                              else rounds.settled_at[(dataset, framework)] or "open at max")}
         for (dataset, framework), folds in sorted(rounds.folds.items())])
     pairs = pd.DataFrame([
         {"dataset": pair.dataset, "first": pair.first, "second": pair.second, "verdict": pair.verdict,
@@ -60,12 +61,12 @@ def tables(jobs: pd.DataFrame, settings: AdaptiveSettings,
 
 
 def section(jobs: pd.DataFrame, settings: AdaptiveSettings | None, folder: Path,
-            table_markdown: Callable[..., str]) -> list[str]:
-    """report.md's Adaptive section; empty when the suite has no `adaptive:` block."""
+            table_markdown: Callable[..., str], reopened: Collection[Cell] = ()) -> list[str]:
+    """report.md's Adaptive section; empty when the execution did not run in rounds."""
     if settings is None or not jobs["ok"].any() or jobs["framework"].nunique() < 2:
         return []
-    rounds = replay(jobs, settings)
-    cells, pairs, compute = tables(jobs, settings, rounds)
+    rounds = replay(jobs, settings, reopened)
+    cells, pairs, compute = tables(jobs, settings, rounds, reopened)
     cells.to_csv(folder / "adaptive_cells.csv", index=False)
     pairs.to_csv(folder / "adaptive_pairs.csv", index=False)
     open_pairs = pairs[pairs["verdict"] == "open"]
@@ -80,7 +81,12 @@ def section(jobs: pd.DataFrame, settings: AdaptiveSettings | None, folder: Path,
              f"({compute['job_share']:.0%}), fit {compute['fit_s_run']:.1f} s of an estimated "
              f"{compute['fit_s_full_grid_estimate']:.1f} s, in {int(compute['rounds'])} rounds.", "",
              "Per cell, the folds it got and the round after which no open decision needed it:", "",
-             table_markdown(cells), "", "The evidence, per pair:", "", table_markdown(pairs), ""]
+             table_markdown(cells), ""]
+    if reopened:
+        lines += ["Reopened (settled in the previous execution, its result now worse beyond the nightly's "
+                  "regression threshold; more folds up to the last round): "
+                  + ", ".join(f"{dataset} / {name}" for dataset, name in sorted(reopened)) + ".", ""]
+    lines += ["The evidence, per pair:", "", table_markdown(pairs), ""]
     if "best" in settings.decide:
         lines += [f"Best across datasets: {best.leader if best.settled else 'open'} (datasets won: "
                   + ", ".join(f"{name} {count}" for name, count in best.wins.items()) + ").", ""]

@@ -12,13 +12,15 @@ import base64
 import html
 import re
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd
 
 from tasks import paths
+from tasks.adaptive import Cell
 from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.report import amlb, jobs, leaderboard, ranking, robustness, stability
@@ -28,6 +30,7 @@ from tasks.report.markdown import markdown_table
 from tasks.report.section import ReportContext, ReportInputs, Section, ordered_sections
 from tasks.specs import AdaptiveSettings, load_suite
 from tasks.tracking import read
+from tasks.tracking.adaptive_record import recorded_adaptive
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -80,6 +83,7 @@ def build_report(
     reference: tuple[str, pd.DataFrame] | None = None,
     anytime_curves: pd.DataFrame | None = None,
     adaptive_settings: AdaptiveSettings | None = None,
+    adaptive_reopened: Collection[Cell] = (),
 ) -> Report:
     """Compute every table and figure from job runs and write them under `folder`.
 
@@ -88,7 +92,8 @@ def build_report(
     `robustness_cases`: the robustness evaluation's per-case tables of these runs (for its curves);
     `forecasts`: forecasting jobs' predictions (for the forecast figures);
     `anytime_curves`: the jobs' anytime.csv, stacked (for the score-over-time figures);
-    `adaptive_settings`: the suite's `adaptive:` block, if it ran in rounds (its section).
+    `adaptive_settings`: the `adaptive:` settings the execution ran its rounds with (its section);
+    `adaptive_reopened`: the cells it reopened for a regression since the previous execution.
     """
     if runs.empty:
         raise UserError(f"no job runs to report on for {title}; check the suite name, run id or filter.")
@@ -98,7 +103,7 @@ def build_report(
     if not table["ok"].any():
         return _failures_only(table, folder, title)
     inputs = ReportInputs(robustness_cases, explanations, forecasts, reference, anytime_curves,
-                          adaptive_settings)
+                          adaptive_settings, adaptive_reopened)
     context = ReportContext(title, table, folder, baseline, spread_threshold, bootstrap_rounds, alpha, inputs)
     sections = [plugin.build(context) for plugin in ordered_sections()]
     markdown = _markdown(title, sections)
@@ -175,13 +180,17 @@ def default_folder(label: str) -> Path:
     return paths.reports_dir() / (cleaned or "report")
 
 
-def _adaptive_settings(suite: str) -> AdaptiveSettings | None:
-    """The suite's `adaptive:` block from its file here; None without one (or without the file: a
-    report built where the suite is not, e.g. from another team's store)."""
+def _adaptive_settings(parent: dict[str, Any]) -> tuple[AdaptiveSettings | None, set[Cell]]:
+    """The `adaptive:` settings and reopened cells the execution recorded; for an execution recorded
+    before it kept them, its suite's block from the file here (None without one, or without the
+    file: a report built where the suite is not, e.g. from another team's store)."""
+    settings, reopened = recorded_adaptive(parent)
+    if settings is not None:
+        return settings, reopened
     try:
-        return load_suite(suite, all_evaluations()).adaptive
+        return load_suite(parent.get("suite") or "suite", all_evaluations()).adaptive, set()
     except UserError:
-        return None
+        return None, set()
 
 
 def report_execution(
@@ -201,11 +210,12 @@ def report_execution(
     forecasts = read.forecast_predictions(runs, uri=uri)
     curves = read.anytime_curves(runs, uri=uri)
     folder = folder or default_folder(f"{suite}-{execution_id[:8]}")
+    settings, reopened = _adaptive_settings(parent)
     with tempfile.TemporaryDirectory() as downloads:
         explanations = load_explanations(runs, Path(downloads), uri=uri) if not runs.empty else None
         report = build_report(runs, folder, title=title, robustness_cases=cases, explanations=explanations,
                               forecasts=forecasts, anytime_curves=curves,
-                              adaptive_settings=_adaptive_settings(suite), **options)
+                              adaptive_settings=settings, adaptive_reopened=reopened, **options)
     if log_to_mlflow:
         read.log_folder(execution_id, report.folder, artifact_path="report", uri=uri)
     return report

@@ -324,6 +324,16 @@ def compare(
     return Comparison(table, thresholds, unmatched, alignments)
 
 
+def result_regressed(baseline: pd.DataFrame, current: pd.DataFrame,
+                     thresholds: Thresholds | None = None) -> bool:
+    """Whether one cell's `result` regressed from `baseline` to `current` (each its ok jobs' `fold`
+    and `result`), as the nightly's comparison decides a cell: worse beyond the result threshold and
+    out of the baseline's noise."""
+    row = _quantity_row(Quantity(RESULT, threshold="result"), baseline, current, thresholds or Thresholds(),
+                        float("nan"))
+    return row is not None and row["regression"]
+
+
 def _without_version(framework: str) -> str:
     return framework.partition("@")[0]
 

@@ -10,7 +10,7 @@ computed once when first asked for.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +24,7 @@ from tasks.report.markdown import markdown_table
 
 if TYPE_CHECKING:  # types only: a plug-in module declaring a section is also imported by the job's
     # process (every registry looks into it), which must not load MLflow (explanations read it)
+    from tasks.adaptive import Cell
     from tasks.report.explanations import ExplanationInputs
     from tasks.specs import AdaptiveSettings
 
@@ -51,7 +52,8 @@ class ReportInputs:
     forecasts: pd.DataFrame | None = None  # forecasting jobs' predictions
     reference: tuple[str, pd.DataFrame] | None = None  # (file name, a published AMLB results.csv)
     anytime_curves: pd.DataFrame | None = None  # the jobs' anytime.csv, stacked
-    adaptive_settings: AdaptiveSettings | None = None  # the suite's `adaptive:` block
+    adaptive_settings: AdaptiveSettings | None = None  # the `adaptive:` settings the execution ran with
+    adaptive_reopened: Collection[Cell] = ()  # the cells it reopened for a regression
 
 
 @dataclass

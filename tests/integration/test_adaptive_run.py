@@ -32,3 +32,30 @@ def test_adaptive_suite_stops_early_on_a_clear_pair_and_continues_on_a_close_one
     section = report.read_text().split("## Adaptive", 1)[1]
     assert "11 jobs of the full grid's 12" in section
     assert "Still open at the last round: breast_cancer: hgb vs rf." in section
+
+
+# Two frameworks, one clear pair: the first execution settles both cells after the first round.
+PAIR = {"datasets": ["breast_cancer"], "frameworks": ["constant", "hgb"], "folds": 4, "budget": "test",
+        "adaptive": {"confidence": 0.95, "min_folds": 3, "max_folds": 4, "decide": ["pairwise"]}}
+# The same suite with hgb cut to one small tree: still clearly above the constant (AUC about 0.95, the
+# pair settles again), but about 4% below the first execution's, beyond the nightly's 2% threshold.
+STUMP = {"name": "hgb", "params": {"max_iter": 1, "max_depth": 2, "early_stopping": False}}
+
+
+@pytest.mark.heavy  # two runs of the CLI
+def test_a_cell_settled_before_that_regressed_is_reopened(data_home) -> None:  # noqa: ANN001
+    home = add_suites(data_home("breast_cancer"), {"adaptive_pair": PAIR})
+    first = run_cli(home, "run", "adaptive_pair", "--parallel", "2")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "ran 6 now" in first.stdout  # both cells settled in round 1
+    add_suites(home, {"adaptive_pair": {**PAIR, "frameworks": ["constant", STUMP]}})
+    second = run_cli(home, "run", "adaptive_pair", "--parallel", "2")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "ran 7 now" in second.stdout  # hgb's 4th fold; the constant, unchanged, stays settled
+    newest = max(executions(home, "adaptive_pair"), key=lambda run: run.info.start_time)
+    assert newest.data.tags["adaptive_reopened"] == '[["breast_cancer", "hgb"]]'
+    assert Counter(run.data.tags["framework"] for run in job_runs(home, newest.info.run_id)) == {
+        "constant": 3, "hgb": 4}
+    [report] = (home / "reports").glob(f"adaptive_pair-{newest.info.run_id[:8]}/report.md")
+    section = report.read_text().split("## Adaptive", 1)[1]
+    assert "reopened (regressed)" in section and "breast_cancer / hgb." in section

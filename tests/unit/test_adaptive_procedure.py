@@ -90,3 +90,24 @@ def test_futility_stops_a_pair_the_last_round_could_not_settle():
     # a pair still on its way (clear mean, a little noise) goes on under futility
     on_its_way = {"d": {"a": {0: 0.9, 1: 0.7, 2: 0.95}, "b": dict.fromkeys(range(3), 0.5)}}
     assert needs_more_folds(on_its_way, CONFIDENCE, ["pairwise"], max_folds=10) == {("d", "a"), ("d", "b")}
+
+
+def test_a_race_between_frameworks_out_of_contention_gets_no_folds():
+    rng = np.random.default_rng(11)
+    folds = range(4)
+
+    def level(mean: float, spread: float = 0.01) -> dict[int, float]:
+        return {f: mean + rng.normal(0, spread) for f in folds}
+
+    # a wins d1 and d2, b wins d0 and is still racing a on d3 (winning it would tie a); c and d, who
+    # won nothing, race only each other on d4: even winning it, neither could reach a's two wins.
+    grid = {"d0": {"a": level(0.5), "b": level(0.9), "c": level(0.5), "d": level(0.5)},
+            "d1": {"a": level(0.9), "b": level(0.5), "c": level(0.5), "d": level(0.5)},
+            "d2": {"a": level(0.9), "b": level(0.5), "c": level(0.5), "d": level(0.5)},
+            "d3": {"a": level(0.8, 0.05), "b": level(0.8, 0.05), "c": level(0.4), "d": level(0.4)},
+            "d4": {"a": level(0.3), "b": level(0.3), "c": level(0.8, 0.05), "d": level(0.8, 0.05)}}
+    races = [race(dataset, scores, CONFIDENCE) for dataset, scores in grid.items()]
+    best = best_across(races)
+    assert best.wins["a"] == 2 and not best.settled and best.contenders == {"a", "b"}
+    assert needs_more_folds(grid, CONFIDENCE, ["best"]) == {("d3", "a"), ("d3", "b")}
+    assert {("d4", "c"), ("d4", "d")} <= needs_more_folds(grid, CONFIDENCE, ["pairwise"])  # pairwise asks

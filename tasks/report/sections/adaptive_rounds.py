@@ -8,7 +8,7 @@ from tasks.report.section import ReportContext, ReportSection, Section
 
 def build(context: ReportContext) -> Section:
     return Section(lines=adaptive.section(context.table, context.inputs.adaptive_settings, context.folder,
-                                          context.markdown_table))
+                                          context.markdown_table, context.inputs.adaptive_reopened))
 
 
 SECTION = ReportSection("adaptive", 600, build)
