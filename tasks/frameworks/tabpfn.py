@@ -43,8 +43,9 @@ STATE_FILE = "tabpfn.json"
 MAX_CONTEXT_ROWS = 10_000
 MAX_FEATURES = 500
 MAX_CLASSES = 10
-# The hub clients TabPFN may call, told to stay offline whatever happens.
-OFFLINE_VARIABLES = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# The hub clients TabPFN may call, told to stay offline whatever happens, and its usage telemetry (on
+# by default outside CI, it fetches its settings from its provider's server) off.
+OFFLINE_VARIABLES = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TABPFN_DISABLE_TELEMETRY": "1"}
 ENVIRONMENTS = (EnvironmentSpec("2.2.1", requirements=("tabpfn==2.2.1",), imports=("tabpfn",)),)
 
 
