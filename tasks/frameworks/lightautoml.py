@@ -101,7 +101,7 @@ class LightAutoMLModel(FittedModel):
 class LightAutoMLAdapter(FrameworkAdapter):
     name = "lightautoml"
     package = "lightautoml"
-    install_hint = "its environment: automl-eval frameworks install lightautoml@0.4.2"
+    install_hint = "automl-eval frameworks install lightautoml@0.4.2 (a suite names it lightautoml@0.4.2)"
     environments = ENVIRONMENTS
     serving_packages = ("lightgbm", "catboost", "torch")
 

@@ -96,7 +96,7 @@ class MljarModel(FittedModel):
 class MljarAdapter(FrameworkAdapter):
     name = "mljar"
     package = "mljar-supervised"
-    install_hint = "its environment: automl-eval frameworks install mljar@1.3.2"
+    install_hint = "automl-eval frameworks install mljar@1.3.2 (a suite names it mljar@1.3.2)"
     environments = ENVIRONMENTS
     serving_packages = ("xgboost", "lightgbm", "catboost")
 

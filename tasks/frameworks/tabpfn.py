@@ -170,7 +170,7 @@ class TabPFNModel(FittedModel):
 class TabPFNAdapter(FrameworkAdapter):
     name = "tabpfn"
     package = "tabpfn"
-    install_hint = "its environment: automl-eval frameworks install tabpfn@2.2.1"
+    install_hint = "automl-eval frameworks install tabpfn@2.2.1 (a suite names it tabpfn@2.2.1)"
     fixed_work = True  # one forward pass per prediction; the budget's time does not change what it fits
     environments = ENVIRONMENTS
     serving_packages = ("torch",)

@@ -100,7 +100,7 @@ class TPOTModel(FittedModel):
 class TPOTAdapter(FrameworkAdapter):
     name = "tpot"
     package = "tpot"
-    install_hint = "its environment: automl-eval frameworks install tpot@1.1.0"
+    install_hint = "automl-eval frameworks install tpot@1.1.0 (a suite names it tpot@1.1.0)"
     environments = ENVIRONMENTS
     serving_packages = ("xgboost", "lightgbm")
 
