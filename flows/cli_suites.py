@@ -9,7 +9,8 @@ from rich.console import Console
 
 from tasks import paths
 from tasks.data.amlb_import import FRAMEWORKS, import_benchmark
-from tasks.frameworks.registry import get_adapter
+from tasks.errors import UserError
+from tasks.frameworks.registry import find_environment, get_adapter
 
 console = Console()
 suites_app = typer.Typer(
@@ -68,8 +69,21 @@ def import_amlb_command(
 def unavailable_adapters() -> dict[str, str]:
     """Why each adapter that AMLB's names map to cannot run here, for those that cannot (not
     installed, no Java): the import leaves their names out with that sentence."""
-    reasons = {adapter: get_adapter(adapter).unavailable_reason() for adapter in set(FRAMEWORKS.values())}
+    reasons = {adapter: _unavailable(adapter) for adapter in set(FRAMEWORKS.values())}
     return {adapter: reason for adapter, reason in reasons.items() if reason}
+
+
+def _unavailable(framework: str) -> str | None:
+    """`name`: its adapter's reason; `name@version`: its environment's, not installed or broken
+    (without starting its Python: an import stays quick)."""
+    name, _, version = framework.partition("@")
+    if not version:
+        return get_adapter(name).unavailable_reason()
+    try:
+        find_environment(name, version).require_usable(probe=False)
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 def register(app: typer.Typer) -> None:

@@ -76,6 +76,11 @@ FRAMEWORKS = {
     "lightgbm": "lightgbm",
     "catboost": "catboost",
     "xgboost": "xgboost",
+    # Each in a framework environment of its own (its pins clash with the main one's, or it is not
+    # in it): the suite names that environment's version, installed with `automl-eval frameworks install`.
+    "TPOT": "tpot@1.1.0",
+    "mljarsupervised": "mljar@1.3.2",
+    "lightautoml": "lightautoml@0.4.2",
 }
 FRAMEWORK_NOTES = {
     "TunedRandomForest": "TunedRandomForest runs as rf (this project's random forest "

@@ -255,3 +255,25 @@ def test_the_command_asks_the_registry_which_adapters_cannot_run_here(
     monkeypatch.delenv("JAVA_HOME", raising=False)
     reasons = unavailable_adapters()
     assert reasons["h2o"].startswith("H2O needs Java") and "lightgbm" not in reasons and "rf" not in reasons
+
+
+def test_amlb_automl_names_map_to_their_framework_environments(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TPOT, mljarsupervised and lightautoml run here in environments of their own: the suite names the
+    environment, and one not installed is left out with its install command."""
+    names = ["TPOT", "mljarsupervised", "lightautoml", "flaml"]
+    result = import_benchmark(home / "bench" / "small.yaml", constraint=home / "bench" / "constraints.yaml",
+                              constraint_name="test", frameworks=names, unavailable={})
+    environments = ["tpot@1.1.0", "mljar@1.3.2", "lightautoml@0.4.2", "flaml"]
+    assert result.frameworks == environments
+    assert yaml.safe_load(result.suite_path.read_text())["frameworks"] == environments
+
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "no-venvs"))
+    reasons = unavailable_adapters()
+    assert "tpot@1.1.0" in reasons and "`automl-eval frameworks install tpot@1.1.0`" in reasons["tpot@1.1.0"]
+    left = import_benchmark(home / "bench" / "small.yaml", constraint=home / "bench" / "constraints.yaml",
+                            constraint_name="test", frameworks=["TPOT", "flaml"], unavailable=reasons,
+                            name="small_here")
+    assert left.frameworks == ["flaml"]
+    assert any(note.startswith("TPOT is left out: it runs here as 'tpot@1.1.0'") for note in left.notes)
