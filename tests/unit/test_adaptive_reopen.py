@@ -10,7 +10,7 @@ import pandas as pd
 from tasks.adaptive import play_rounds
 from tasks.report.adaptive import section
 from tasks.report.adaptive_reopen import regressed_cells, settled_cells
-from tasks.report.build import _table
+from tasks.report.markdown import markdown_table
 from tasks.specs import AdaptiveSettings
 from tasks.tracking.adaptive_record import recorded_adaptive
 
@@ -60,7 +60,7 @@ def test_the_report_reads_the_record_and_names_the_reopened_cell(tmp_path: Path)
              "fit_s": 1.0, "status": "ok"}
             for name, by_fold in _grid(0.85)["wage"].items() for fold, score in by_fold.items()
             if name == "hgb" or fold < 3]
-    lines = "\n".join(section(pd.DataFrame(rows), settings, tmp_path, _table, reopened))
+    lines = "\n".join(section(pd.DataFrame(rows), settings, tmp_path, markdown_table, reopened))
     cells = pd.read_csv(tmp_path / "adaptive_cells.csv").set_index("framework")
     assert cells.loc["hgb", "settled_in_round"] == "reopened (regressed)" and cells.loc["hgb", "folds"] == 6
     assert cells.loc["constant", "folds"] == 3
