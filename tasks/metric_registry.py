@@ -287,9 +287,13 @@ METRICS: tuple[Metric, ...] = (
 _BY_NAME: dict[str, Metric] = {entry.name: entry for entry in METRICS}
 
 # Recorded figures that are not scores but are compared (tasks/report/compare.py): costs are lower
-# is better unless named here; these post-job evaluation figures and throughputs are higher is better.
+# is better unless named here (the serving stacks' serve_cold_start_s, serve_server_cpu_s_per_1k,
+# serve_server_peak_rss_mb among them); these post-job evaluation figures and throughputs are higher
+# is better. A serving figure of a stack other than mlflow, serve_STACK_FIGURE, has serve_FIGURE's.
 HIGHER_IS_BETTER_FIGURES = frozenset({RESULT, "throughput_rows_s", "train_images_per_s", "epochs",
-                                      "robust_auc", "robust_breaking_mean", "serve_max_qps_at_slo"})
+                                      "robust_auc", "robust_breaking_mean", "serve_max_qps_at_slo",
+                                      "serve_loadgen_valid_qps"})
+SERVING_PREFIX = "serve_"
 
 
 # ------------------------------------------------------------------------------------ queries
@@ -324,7 +328,12 @@ def default_metric(problem_type: str) -> str:
 
 def higher_is_better(name: str) -> bool:
     """The direction of a recorded figure: a score's own, or HIGHER_IS_BETTER_FIGURES' for the others."""
-    return not _BY_NAME[name].lower_is_better if name in _BY_NAME else name in HIGHER_IS_BETTER_FIGURES
+    if name in _BY_NAME:
+        return not _BY_NAME[name].lower_is_better
+    # serve_onnxruntime_max_qps_at_slo: serve_max_qps_at_slo measured on the onnxruntime stack.
+    _, _, figure = name.removeprefix(SERVING_PREFIX).partition("_")
+    stack_figure = name.startswith(SERVING_PREFIX) and SERVING_PREFIX + figure in HIGHER_IS_BETTER_FIGURES
+    return name in HIGHER_IS_BETTER_FIGURES or stack_figure
 
 
 def check_metric(problem_type: str, metric: str) -> None:

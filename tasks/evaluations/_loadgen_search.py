@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 import mlperf_loadgen as lg
 
-from tasks.resources import ProcessTreeSampler
+from tasks.resources import SampledTree
 
 LOADGEN_RESULT = "loadgen.json"
 LOADGEN_DIR = "loadgen"  # one folder of LoadGen logs per step
@@ -161,41 +161,6 @@ class HttpSut:
             lg.QuerySamplesComplete([lg.QuerySampleResponse(sample.id, 0, 0)])
 
 
-class _ServerSampler:
-    """The server tree's CPU seconds and peak RSS over one step, sampled on a thread."""
-
-    def __init__(self, pid: int) -> None:
-        self.sampler = ProcessTreeSampler(pid) if pid else None
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> _ServerSampler:
-        if self.sampler is not None:
-            self.sampler.sample()
-        self.cpu_start = self.sampler.cpu_s if self.sampler else 0.0
-        self.started = time.monotonic()
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop_event.set()
-        self.thread.join()
-        if self.sampler is not None:
-            self.sampler.sample()
-        self.wall_s = time.monotonic() - self.started
-
-    def _run(self) -> None:
-        while not self.stop_event.wait(SAMPLE_S):
-            if self.sampler is not None:
-                self.sampler.sample()
-
-    def figures(self) -> tuple[float, float]:
-        if self.sampler is None or not self.sampler.peak_rss_mb:
-            return math.nan, math.nan
-        cpu_percent = 100 * (self.sampler.cpu_s - self.cpu_start) / max(self.wall_s, 1e-9)
-        return cpu_percent, self.sampler.peak_rss_mb
-
-
 def step_cap_s(plan: dict[str, Any], rate: float) -> float:
     """The step's duration cap at `rate`: max_duration_s, or longer where LoadGen needs longer to issue
     min_query_count Poisson queries at that rate."""
@@ -234,7 +199,7 @@ def run_step(plan: dict[str, Any], rate: float, index: int, bodies: list[bytes])
     log_settings.log_output = output
     started = time.monotonic()
     try:
-        with _ServerSampler(int(plan.get("server_pid") or 0)) as server:
+        with SampledTree(int(plan.get("server_pid") or 0), SAMPLE_S) as server:
             lg.StartTestWithLogSettings(sut, qsl, test_settings(plan, rate), log_settings)
     finally:
         lg.DestroyQSL(qsl)

@@ -51,6 +51,7 @@ from tasks.evaluations.stacks import ServingStack, all_stacks, unusable_stack_re
 from tasks.frameworks.capabilities import NotOffered
 from tasks.launch import PACKAGE_ROOT, python_environment
 from tasks.predictions import PREDICTION, PROBA_PREFIX
+from tasks.resources import SampledTree
 
 DEFAULT_STACK = "mlflow"  # its figures keep the names serve_*; another stack's are serve_STACK_*
 STACKS_DIR = "stacks"  # another stack's files, in a folder of its own: stacks/NAME/
@@ -98,6 +99,11 @@ class ServingSettings(EvaluationSettings):
     target_qps: list[float] = Field(default_factory=list)
     # The stacks that serve the model, each measured alike (tasks/evaluations/stacks/).
     stacks: list[str] = Field(default_factory=lambda: [DEFAULT_STACK], min_length=1)
+    # A batching window, on the stacks that batch (onnxruntime): requests that arrive while a batch
+    # is open (up to max_batch_size of them, at most max_batch_time_ms after its first) are answered
+    # by one call of the model. 1 answers each request alone.
+    max_batch_size: int = Field(default=1, ge=1, le=1024)
+    max_batch_time_ms: float = Field(default=5.0, ge=0)
 
     @field_validator("stacks")
     @classmethod
@@ -120,6 +126,14 @@ class ServingSettings(EvaluationSettings):
         if any(rate <= 0 for rate in value):
             raise ValueError("each target_qps must be a rate above 0 queries per second")
         return sorted(set(value))
+
+    @model_validator(mode="after")
+    def _window_within_bound(self) -> ServingSettings:
+        if self.max_batch_size > 1 and self.max_batch_time_ms > self.slo_ms:
+            raise ValueError(f"serving.max_batch_time_ms {self.max_batch_time_ms:g} is larger than "
+                             f"serving.slo_ms {self.slo_ms:g}: a request could wait out the whole latency "
+                             "bound for its batch; lower max_batch_time_ms below slo_ms")
+        return self
 
     @model_validator(mode="after")
     def _plan_fits(self) -> ServingSettings:
@@ -193,6 +207,13 @@ class ServingEvaluation(PostJobEvaluation):
                             "failure)",
         "serve_slo_ms": "the latency bound serve_max_qps_at_slo was searched for, ms",
         "serve_startup_s": "scoring server start until /ping first answered 200, seconds",
+        "serve_cold_start_s": "scoring server start until its first answer to POST /invocations, seconds "
+                              "(lower is better)",
+        "serve_server_cpu_s_per_1k": "CPU seconds the server's process tree used per 1,000 requests over the "
+                                     "whole load (closed and open loop, psutil before and after; lower is "
+                                     "better); the report derives the cores 100 QPS need from it",
+        "serve_server_peak_rss_mb": "the server process tree's peak RSS over the whole load, MB (lower is "
+                                    "better)",
         "serve_p99_ms": "p99 latency at the ladder's highest concurrency, ms (the cost figure compare uses)",
         "serve_STACK_FIGURE": "a serve_FIGURE above measured on a stack other than mlflow (serving.stacks), "
                               "e.g. serve_onnxruntime_c1_p99_ms",
@@ -287,6 +308,7 @@ def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: S
             if status != 200:
                 raise ServingFailure(f"the {stack.name} server answered /invocations with HTTP {status}: "
                                      f"{answer.strip()[:300]}")
+            metrics["serve_cold_start_s"] = time.monotonic() - server.started
             info["first_answer"] = answer[:1000]
             gap, limit = parity_gap(server, context, stack.parity_tolerance)
             info.update(parity_max_abs=gap, parity_tolerance=limit)
@@ -295,15 +317,19 @@ def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: S
                     f"the {stack.name} stack's answers on the test fold differ from the model's in "
                     f"process by up to {gap:.3g}, over its tolerance {limit:.3g}, so none of its figures "
                     "is reported"))
-            load = _run_load(context, settings, server, load_cores, folder)
-            info["load_s"] = load.pop("wall_s")
-            _check_alive(server, "the closed loop")
-            loadgen: dict[str, Any] | None = None
-            if settings.open_loop == "loadgen" and settings.open_steps():
-                loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load), folder)
-                info["loadgen_s"] = loadgen.pop("wall_s")
-                _check_alive(server, "LoadGen's open loop")
+            # The server tree's CPU and memory over all the load, for its cost per request.
+            with SampledTree(server.process.pid if server.process is not None else 0) as tree:
+                load = _run_load(context, settings, server, load_cores, folder)
+                info["load_s"] = load.pop("wall_s")
+                _check_alive(server, "the closed loop")
+                loadgen: dict[str, Any] | None = None
+                if settings.open_loop == "loadgen" and settings.open_steps():
+                    loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load),
+                                           folder)
+                    info["loadgen_s"] = loadgen.pop("wall_s")
+                    _check_alive(server, "LoadGen's open loop")
             info["worker_restarts"] = server.worker_restarts()
+            metrics.update(_cost_metrics(tree, load, loadgen))
     except ServingFailure as failure:
         info["worker_restarts"] = server.worker_restarts()
         return StackOutcome("failed", f"{failure}.\n{server.log_tail()}".strip(), metrics, info)
@@ -484,6 +510,18 @@ def _load_metrics(load: dict[str, Any], settings: ServingSettings) -> dict[str, 
         metrics["serve_slo_ms"] = float(settings.slo_ms)
     if settings.open_loop == "loadgen":
         metrics["serve_slo_ms"] = float(settings.slo_ms)
+    return {name: value for name, value in metrics.items() if math.isfinite(value)}
+
+
+def _cost_metrics(tree: SampledTree, load: dict[str, Any],
+                  loadgen: dict[str, Any] | None) -> dict[str, float]:
+    """The server tree's CPU seconds per 1,000 requests sent under load (warm-up, every Locust step,
+    every LoadGen query) and its peak RSS over the load."""
+    requests = load["warmup"]["requests"] + sum(step["requests"] for step in load["steps"])
+    requests += sum(step["queries"] for step in (loadgen or {}).get("steps", []))
+    metrics = {"serve_server_peak_rss_mb": tree.peak_rss_mb}
+    if requests:
+        metrics["serve_server_cpu_s_per_1k"] = 1000 * tree.cpu_s / requests
     return {name: value for name, value in metrics.items() if math.isfinite(value)}
 
 

@@ -73,6 +73,9 @@ QUANTITIES: tuple[Quantity, ...] = (
     # serving (tasks/evaluations/serving.py): cost figures, compared when recorded
     Quantity("serve_p99_ms"),
     Quantity("serve_max_qps_at_slo"),
+    Quantity("serve_cold_start_s"),
+    Quantity("serve_server_cpu_s_per_1k"),
+    Quantity("serve_server_peak_rss_mb"),
 )
 # Per-stage figures of each job's resource samples (tasks.report.series.stage_figures), compared as
 # "STAGE: NAME" with the cost threshold; stages shorter than MIN_STAGE_S are a few samples long.

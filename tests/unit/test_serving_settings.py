@@ -75,3 +75,13 @@ def test_an_unknown_stack_is_one_sentence_listing_those_installed() -> None:
     assert stacks == ["onnxruntime", "mlflow"]
     with pytest.raises(ValidationError, match="2 stack\\(s\\) x"):  # each stack runs the whole plan
         ServingSettings(stacks=["mlflow", "onnxruntime"])
+
+
+def test_a_batching_window_longer_than_the_latency_bound_is_one_sentence_naming_both() -> None:
+    with pytest.raises(ValidationError,
+                       match="serving.max_batch_time_ms 150 is larger than serving.slo_ms 100"):
+        ServingSettings(max_batch_size=8, max_batch_time_ms=150)
+    assert ServingSettings(max_batch_size=8, max_batch_time_ms=20).max_batch_size == 8
+    assert ServingSettings(max_batch_time_ms=150).max_batch_size == 1  # no batching: no window to hold
+    with pytest.raises(ValidationError, match="max_batch_size"):
+        ServingSettings(max_batch_size=0)
