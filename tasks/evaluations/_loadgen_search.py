@@ -105,8 +105,9 @@ def _percentile_key(percentile: float) -> str:
 class HttpSut:
     """LoadGen's system under test: threads that send each query to the scoring server."""
 
-    def __init__(self, url: str, bodies: list[bytes], senders: int, timeout_s: float) -> None:
+    def __init__(self, url: str, path: str, bodies: list[bytes], senders: int, timeout_s: float) -> None:
         parts = urlsplit(url)
+        self.path = path
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.bodies = bodies
         self.timeout_s = timeout_s
@@ -142,7 +143,7 @@ class HttpSut:
             try:
                 if connection is None:
                     connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
-                connection.request("POST", "/invocations", body=self.bodies[sample.index % len(self.bodies)],
+                connection.request("POST", self.path, body=self.bodies[sample.index % len(self.bodies)],
                                    headers=HEADERS)
                 response = connection.getresponse()
                 text = response.read()
@@ -189,7 +190,8 @@ def run_step(plan: dict[str, Any], rate: float, index: int, bodies: list[bytes])
     slo_s = plan["slo_ms"] / 1000
     # Enough senders that a query waits for the server, not for a free client thread.
     senders = min(MAX_SENDERS, max(4, math.ceil(rate * (slo_s * 2 + 0.05)) + 4))
-    sut_object = HttpSut(plan["url"], bodies, senders, float(plan["request_timeout_s"]))
+    sut_object = HttpSut(plan["url"], plan.get("path", "/invocations"), bodies, senders,
+                         float(plan["request_timeout_s"]))
     sut = lg.ConstructSUT(sut_object.issue, sut_object.flush)
     qsl = lg.ConstructQSL(len(bodies), len(bodies), lambda _: None, lambda _: None)
     output = lg.LogOutputSettings()

@@ -47,7 +47,7 @@ from tasks.evaluations.base import (
     EvaluationStatus,
     PostJobEvaluation,
 )
-from tasks.evaluations.stacks import ServingStack, all_stacks, unusable_stack_reason
+from tasks.evaluations.stacks import ServingStack, StackNotInstalled, all_stacks, unusable_stack_reason
 from tasks.frameworks.capabilities import NotOffered
 from tasks.launch import PACKAGE_ROOT, python_environment
 from tasks.predictions import PREDICTION, PROBA_PREFIX
@@ -236,7 +236,6 @@ class ServingEvaluation(PostJobEvaluation):
             "load_placement": "separate cores" if set(server_cores).isdisjoint(load_cores) else "shared core",
             "workers": context.budget.cores, "slo_ms": settings.slo_ms, "open_loop": settings.open_loop,
         }
-        bodies = _write_bodies(context, folder / BODIES_FILE)
         metrics: dict[str, float] = {}
         tags: dict[str, str] = {}
         files: list[str] = []
@@ -246,8 +245,7 @@ class ServingEvaluation(PostJobEvaluation):
             # The mlflow stack keeps the evaluation's folder and figure names; another has its own.
             stack_folder = folder if name == DEFAULT_STACK else folder / STACKS_DIR / name
             stack_folder.mkdir(parents=True, exist_ok=True)
-            outcome = _serve_stack(context, settings, stacks[name], stack_folder, server_cores, load_cores,
-                                   bodies)
+            outcome = _serve_stack(context, settings, stacks[name], stack_folder, server_cores, load_cores)
             metrics.update({stack_metric(name, metric): value for metric, value in outcome.metrics.items()})
             if name == DEFAULT_STACK:
                 info.update(outcome.info)
@@ -289,13 +287,17 @@ def stack_metric(stack: str, metric: str) -> str:
 
 
 def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: ServingStack, folder: Path,
-                 server_cores: list[int], load_cores: list[int], bodies: list[bytes]) -> StackOutcome:
+                 server_cores: list[int], load_cores: list[int]) -> StackOutcome:
     """Parity on the test fold first; then the closed loop and the open loop on a stack that agrees."""
     started = time.monotonic()
     try:
         server = stack.server(context, folder, server_cores, settings.startup_timeout_s)
     except NotOffered as exc:
         return StackOutcome("skipped", f"the model cannot use the {stack.name} stack: {exc}")
+    except StackNotInstalled as exc:
+        return StackOutcome("skipped", str(exc))
+    server.request_path = stack.request_path
+    bodies = _write_bodies(context, stack, folder / BODIES_FILE)
     info: dict[str, Any] = {"port": server.port, "build_s": time.monotonic() - started, **server.details}
     if stack.name == DEFAULT_STACK:
         info["pyfunc_build_s"] = info["build_s"]
@@ -310,7 +312,7 @@ def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: S
                                      f"{answer.strip()[:300]}")
             metrics["serve_cold_start_s"] = time.monotonic() - server.started
             info["first_answer"] = answer[:1000]
-            gap, limit = parity_gap(server, context, stack.parity_tolerance)
+            gap, limit = parity_gap(server, context, stack)
             info.update(parity_max_abs=gap, parity_tolerance=limit)
             if gap > limit:
                 return StackOutcome("parity failed", info=info, reason=(
@@ -356,14 +358,15 @@ def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: S
     return StackOutcome("ok", "", metrics, info)
 
 
-def parity_gap(server: ScoringServer, context: EvaluationContext, tolerance: float) -> tuple[float, float]:
+def parity_gap(server: ScoringServer, context: EvaluationContext, stack: ServingStack) -> tuple[float, float]:
     """(largest |served - in process| on the test fold, the limit it is held to): probabilities as
     they are; regression values relative to their mean |value|, as the export evaluation holds them."""
     X_test = context.fold.X_test
-    status, answer = server.invoke(_body(_client_rows(X_test)), timeout_s=REQUEST_TIMEOUT_S * 4)
+    tolerance = stack.parity_tolerance
+    status, answer = server.invoke(stack.body(_client_rows(X_test)), timeout_s=REQUEST_TIMEOUT_S * 4)
     if status != 200:
         raise ServingFailure(f"the server answered the test fold with HTTP {status}: {answer.strip()[:300]}")
-    served = pd.DataFrame(json.loads(answer)["predictions"])
+    served = stack.answer_rows(answer)
     model, task = context.model, context.fold.task
     if task.is_classification:
         expected = model.predict_proba(X_test)
@@ -398,11 +401,12 @@ def _placement(cores: list[int]) -> tuple[list[int], list[int]]:
     return list(cores), list(cores)
 
 
-def _write_bodies(context: EvaluationContext, path: Path) -> list[bytes]:
-    """One /invocations JSON body per test-fold row, written to `path` for the load processes."""
+def _write_bodies(context: EvaluationContext, stack: ServingStack, path: Path) -> list[bytes]:
+    """One request body per test-fold row in the stack's format, written to `path` for the load
+    processes."""
     X_test = context.fold.X_test
     rows = _client_rows(X_test.iloc[: min(MAX_BODIES, len(X_test))])
-    lines = [_body(rows.iloc[[position]]).decode() for position in range(len(rows))]
+    lines = [stack.body(rows.iloc[[position]]).decode() for position in range(len(rows))]
     path.write_text("\n".join(lines) + "\n")
     return [line.encode() for line in lines]
 
@@ -419,19 +423,14 @@ def _client_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _body(rows: pd.DataFrame) -> bytes:
-    """One /invocations JSON body of these rows (dataframe_split, the way a client sends it)."""
-    split = json.loads(rows.to_json(orient="split", index=False, date_format="iso"))
-    return json.dumps({"dataframe_split": {"columns": split["columns"], "data": split["data"]}}).encode()
-
-
 def _run_load(context: EvaluationContext, settings: ServingSettings, server: ScoringServer,
               cores: list[int], folder: Path) -> dict[str, Any]:
     """Locust: warm-up, the closed-loop ladder, and (open_loop: locust) its own open-loop search."""
     loadgen_s = settings.open_steps() * (settings.loadgen_limits()[2] + settings.drain_s())
     time_s = max(1.0, context.time_left_s() - 5.0 - (loadgen_s if settings.open_loop == "loadgen" else 0))
     plan = {
-        "url": server.url, "bodies_file": str(context.folder / BODIES_FILE), "out_dir": str(folder),
+        "url": server.url, "path": server.request_path, "bodies_file": str(folder / BODIES_FILE),
+        "out_dir": str(folder),
         "concurrency": settings.concurrency, "duration_s": settings.duration_s,
         "max_requests": settings.max_requests, "slo_ms": settings.slo_ms,
         "search_steps": settings.search_steps if settings.open_loop == "locust" else 0,
@@ -449,7 +448,8 @@ def _run_loadgen(context: EvaluationContext, settings: ServingSettings, server: 
     min_duration_s, min_query_count, max_duration_s = settings.loadgen_limits()
     time_s = max(1.0, context.time_left_s() - 5.0)
     plan = {
-        "url": server.url, "bodies_file": str(context.folder / BODIES_FILE), "out_dir": str(folder),
+        "url": server.url, "path": server.request_path, "bodies_file": str(folder / BODIES_FILE),
+        "out_dir": str(folder),
         "slo_ms": settings.slo_ms, "latency_percentile": settings.latency_percentile,
         "min_duration_s": min_duration_s, "min_query_count": min_query_count,
         "max_duration_s": max_duration_s, "drain_s": settings.drain_s(),

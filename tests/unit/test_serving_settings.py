@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -67,7 +69,9 @@ def test_the_serving_suite_turns_it_on_and_smoke_keeps_it_off() -> None:
     assert "serving" not in load_suite("smoke", all_evaluations()).evaluation_blocks()
 
 
-def test_an_unknown_stack_is_one_sentence_listing_those_installed() -> None:
+def test_an_unknown_stack_is_one_sentence_listing_those_installed(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path))  # no stack environment installed (mlserver)
     with pytest.raises(ValidationError, match="serving.stacks names 'triton', which is not a serving stack; "
                                               "the stacks installed here are mlflow, onnxruntime"):
         ServingSettings(stacks=["mlflow", "triton"])
