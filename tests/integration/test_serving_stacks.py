@@ -20,12 +20,13 @@ from tasks.evaluations.stacks import all_stacks
 from tasks.evaluations.stage import run_evaluations
 from tasks.frameworks.capabilities import NotOffered
 from tasks.jobs import run_job
-from tasks.paths import datasets_dir
+from tasks.paths import datasets_dir, venvs_dir
 from tasks.plan import Job
 from tasks.results import JobResult
 from tasks.specs import Budget, DatasetSpec
 
 BUDGET = Budget(name="stacks-test", time_s=5, cores=1, memory_mb=3000)
+CHECKOUT_VENVS = venvs_dir()  # the checkout's stack environments, before a test moves the project
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -113,9 +114,10 @@ def test_the_mlserver_stack_without_its_environment_is_skipped_naming_the_instal
 @pytest.mark.skipif(not all_stacks()["mlserver"].installed(),
                     reason="the mlserver stack's environment is not installed here "
                            "(python -m tasks.evaluations.stacks.mlserver_stack install)")
-def test_the_mlserver_stack_answers_the_test_fold_as_the_model_does(project: dict[str, DatasetSpec],
-                                                                    tmp_path: Path) -> None:
+def test_the_mlserver_stack_answers_the_test_fold_as_the_model_does(
+        project: dict[str, DatasetSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # MLServer's V2 protocol, one tensor per column, the tiny data's missing values sent as null.
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(CHECKOUT_VENVS))  # the tiny project has none
     context = _context(project, tmp_path, "hgb", "binary")
     stack = all_stacks()["mlserver"]
     server = stack.server(context, context.folder, [], healthcheck_s=90)
