@@ -15,6 +15,11 @@ step while time_s allows; one that still does not fit is named in the reason, ne
 Errors are readings: a step with failed requests is over its SLO and keeps the first error; the
 evaluation fails only when the server dies or never answers.
 
+Each stack in ``serving.stacks`` (tasks/evaluations/stacks/) is measured alike, after its answers on
+the test fold agree with the model's in process; besides the load figures, each records its cold
+start to the first answer and its server tree's CPU seconds per 1,000 requests and peak RSS over the
+whole load (psutil, sampled on a thread of this process).
+
 With two or more cores the load runs on the job's last core and the server on the others; with
 one core both share it (``info.load_placement`` says which).
 """
