@@ -104,9 +104,9 @@ class ServingSettings(EvaluationSettings):
     target_qps: list[float] = Field(default_factory=list)
     # The stacks that serve the model, each measured alike (tasks/evaluations/stacks/).
     stacks: list[str] = Field(default_factory=lambda: [DEFAULT_STACK], min_length=1)
-    # A batching window, on the stacks that batch (onnxruntime): requests that arrive while a batch
-    # is open (up to max_batch_size of them, at most max_batch_time_ms after its first) are answered
-    # by one call of the model. 1 answers each request alone.
+    # A batching window, on the stacks that batch (onnxruntime; mlserver's adaptive batching): the
+    # requests that arrive while a batch is open (up to max_batch_size of them, at most
+    # max_batch_time_ms after its first) are answered by one call of the model. 1: each alone.
     max_batch_size: int = Field(default=1, ge=1, le=1024)
     max_batch_time_ms: float = Field(default=5.0, ge=0)
 
@@ -212,8 +212,8 @@ class ServingEvaluation(PostJobEvaluation):
                             "failure)",
         "serve_slo_ms": "the latency bound serve_max_qps_at_slo was searched for, ms",
         "serve_startup_s": "scoring server start until /ping first answered 200, seconds",
-        "serve_cold_start_s": "scoring server start until its first answer to POST /invocations, seconds "
-                              "(lower is better)",
+        "serve_cold_start_s": "scoring server start until its first answer to a request, seconds (lower "
+                              "is better)",
         "serve_server_cpu_s_per_1k": "CPU seconds the server's process tree used per 1,000 requests over the "
                                      "whole load (closed and open loop, psutil before and after; lower is "
                                      "better); the report derives the cores 100 QPS need from it",
@@ -313,8 +313,8 @@ def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: S
             metrics["serve_startup_s"] = server.wait_until_up(settings.startup_timeout_s)
             status, answer = server.invoke(bodies[0])
             if status != 200:
-                raise ServingFailure(f"the {stack.name} server answered /invocations with HTTP {status}: "
-                                     f"{answer.strip()[:300]}")
+                raise ServingFailure(f"the {stack.name} server answered {stack.request_path} with HTTP "
+                                     f"{status}: {answer.strip()[:300]}")
             metrics["serve_cold_start_s"] = time.monotonic() - server.started
             info["first_answer"] = answer[:1000]
             gap, limit = parity_gap(server, context, stack)
