@@ -2,11 +2,14 @@
 spend on in-process latency before and after its bound.
 
 It reads the job folders of a serving run (`automl-eval run serving` writes runs/serving/); where
-there are none it serves BENCH_SERVING_FRAMEWORKS (default constant,hgb) on breast_cancer itself,
+there are none it serves BENCH_SERVING_FRAMEWORKS (default constant,hgb) on BENCH_SERVING_DATASET
+(default breast_cancer) itself,
 into a scratch folder, with the suite's serving block and short steps, twice per model: once with
 the open loop under MLPerf LoadGen (the default) and once with the older Locust-only search. Figures:
 
 - per dataset x framework: p99 at each concurrency step, serve_max_qps_at_slo, the worst error rate;
+- per model x stack: the highest VALID QPS, its p99, the server tree's CPU seconds per 1,000 requests
+  and the cores they keep busy at 100 QPS, its peak RSS and its cold start to the first answer;
 - the open loop: LoadGen's highest VALID QPS with its p99, query count and the server's CPU %,
   beside the Locust-only search's max QPS on the same model (open_loop: locust);
 - the stage's overhead: its wall time minus the counted load (the steps' durations), with the
@@ -20,7 +23,9 @@ BENCH_SERVING_STEPS (search steps per open loop, default 4), BENCH_SERVING_SLO_M
 suite's), BENCH_SERVING_MAX_DURATION_S (LoadGen's longest step, default 30: 500 queries then need
 at least 17 QPS), BENCH_SERVING_CONCURRENCY (the closed loop's users per step, default 1,4,16) and
 BENCH_SERVING_DURATION_S (each closed-loop step's seconds, default 3) and BENCH_SERVING_STACKS (the
-serving stacks, default mlflow; e.g. mlflow,onnxruntime: one row per model and stack).
+serving stacks, default mlflow; e.g. mlflow,onnxruntime: one row per model and stack),
+BENCH_SERVING_MAX_BATCH_SIZE and BENCH_SERVING_MAX_BATCH_TIME_MS (the batching window of the stacks
+that batch; default 1, no batching) and BENCH_SERVING_LOCUST (0: skip the Locust-only copy).
 Run: `python -m bench.bench_serving` from the project root (part of `make bench`).
 """
 
@@ -69,7 +74,10 @@ def _serve_fresh(scratch: Path) -> list[Path]:
     block["time_s"] = 600 * len(block["stacks"])
     if os.environ.get("BENCH_SERVING_SLO_MS"):
         block["slo_ms"] = float(os.environ["BENCH_SERVING_SLO_MS"])
-    spec = load_dataset_spec("breast_cancer")
+    block["max_batch_size"] = int(os.environ.get("BENCH_SERVING_MAX_BATCH_SIZE", "1"))
+    block["max_batch_time_ms"] = float(os.environ.get("BENCH_SERVING_MAX_BATCH_TIME_MS", "5"))
+    with_locust = os.environ.get("BENCH_SERVING_LOCUST", "1") != "0"
+    spec = load_dataset_spec(os.environ.get("BENCH_SERVING_DATASET", "breast_cancer"))
     build([spec.name])
     folders = []
     for framework in os.environ.get("BENCH_SERVING_FRAMEWORKS", "constant,hgb").split(","):
@@ -77,13 +85,15 @@ def _serve_fresh(scratch: Path) -> list[Path]:
         job = Job("bench_serving", spec.name, "bench", framework.strip(), None, 0, 0, budget, {})
         job_dir = scratch / job.key
         result = run_job(job, spec, job_dir)
-        if result.status == "ok":
+        if result.status == "ok" and with_locust:
             # The same fitted model, served again with the Locust-only open loop, in a copy of the job.
             locust_dir = job_dir.with_name(job_dir.name + "-locust")
             shutil.copytree(job_dir, locust_dir)
             run_evaluations(job, spec, job_dir, result, {"serving": block})
             run_evaluations(job, spec, locust_dir, result, {"serving": block | {"open_loop": "locust"}})
             folders.append(locust_dir)
+        elif result.status == "ok":
+            run_evaluations(job, spec, job_dir, result, {"serving": block})
         folders.append(job_dir)
     return folders
 
@@ -123,14 +133,17 @@ def _rows(job_dir: Path) -> list[dict[str, Any]]:
         info = serving.get("info", {})
         info = info if stack == DEFAULT_STACK else info.get("stacks", {}).get(stack, {})
         metrics = {name: serving["metrics"].get(stack_metric(stack, name)) for name in
-                   ("serve_max_qps_at_slo", "serve_startup_s")}
+                   ("serve_max_qps_at_slo", "serve_startup_s", "serve_cold_start_s",
+                    "serve_server_cpu_s_per_1k", "serve_server_peak_rss_mb")}
+        batch = info.get("max_batch_size", 1)
+        label = f"{stack}[b{batch}]" if batch > 1 else stack
         steps = info.get("steps", [])
         closed = [step for step in steps if step["mode"] == "closed"]
         loadgen = info.get("loadgen") or {}
         counted_s = sum(step["duration_s"] for step in steps + loadgen.get("steps", []))
         reason = tags.get(f"serving_stack.{stack}.reason") or serving.get("reason", "")
         rows.append({
-            "dataset": payload["job"]["dataset"], "framework": f"{payload['job']['framework']}/{stack}",
+            "dataset": payload["job"]["dataset"], "framework": f"{payload['job']['framework']}/{label}",
             "job_dir": job_dir,
             "status": tags.get(f"serving_stack.{stack}", serving["status"]),
             "reason": reason.splitlines()[:1] if tags.get(f"serving_stack.{stack}", "ok") != "ok" else [],
@@ -139,6 +152,8 @@ def _rows(job_dir: Path) -> list[dict[str, Any]]:
             "error_rate": max((step["error_rate"] for step in closed), default=float("nan")),
             "wall_s": serving.get("wall_s", 0.0), "counted_s": counted_s,
             "startup_s": metrics["serve_startup_s"] or float("nan"),
+            "costs": {name.removeprefix("serve_"): value if value is not None else float("nan")
+                      for name, value in metrics.items()},
             "build_s": info.get("build_s", info.get("pyfunc_build_s", float("nan"))),
             "latency_measure_s": result.get("info", {}).get("latency_measure_s"),
             "latency_calls": result.get("costs", {}).get("latency_calls"),
@@ -178,6 +193,18 @@ def main() -> None:
         if row["reason"]:
             print(f"    {row['reason'][0]}")
 
+    print("\nper model x stack: highest VALID QPS at the SLO, its p99, the server tree's cost over the load")
+    print("dataset          framework/stack        status        validQPS  p99_ms  cpu_s/1k  cores/100QPS  "
+          "peak_rss_mb  cold_start_s")
+    for row in rows:
+        best = row["loadgen"].get("best") or {}
+        costs = row["costs"]
+        qps = row["max_qps"] if row["max_qps"] is not None else float("nan")
+        print(f"{row['dataset']:<16} {row['framework']:<22} {row['status']:<13} {qps:8.1f}  "
+              f"{best.get('p99_ms', float('nan')):6.1f}  {costs['server_cpu_s_per_1k']:8.2f}  "
+              f"{costs['server_cpu_s_per_1k'] / 10:12.2f}  {costs['server_peak_rss_mb']:11.0f}  "
+              f"{costs['cold_start_s']:12.1f}")
+
     print("\nopen loop: LoadGen server scenario (highest VALID target QPS at the SLO) beside Locust's search")
     print("dataset          framework/stack        open_loop  maxQPS   p99_ms  pctl_ms  queries  step_s  "
           "server_cpu%  verdicts (qps:verdict)")
@@ -195,7 +222,7 @@ def main() -> None:
               f"{best.get('server_cpu_percent', nan):11.0f}  {verdicts}")
     unpaired = sorted({(row["dataset"], row["framework"]) for row in rows if row["open_loop"] != "locust"}
                       - {(row["dataset"], row["framework"]) for row in rows if row["open_loop"] == "locust"})
-    for dataset, framework in unpaired:
+    for dataset, framework in unpaired if any(row["open_loop"] == "locust" for row in rows) else []:
         print(f"  {dataset} x {framework}: no Locust-only search on this model in these folders (unset "
               "BENCH_SERVING_RUNS, or point it at an empty folder, to serve each model both ways)")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import math
 import os
 import platform
 import signal
@@ -113,6 +114,54 @@ class ProcessTreeSampler:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
         return alive
+
+
+class SampledTree:
+    """A process tree's CPU seconds and peak RSS over a `with` block, sampled on a thread every
+    `every_s` (psutil): the serving evaluation's server under load."""
+
+    def __init__(self, pid: int, every_s: float = 0.25) -> None:
+        self.sampler = ProcessTreeSampler(pid) if pid else None
+        self.every_s = every_s
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.cpu_start = 0.0
+        self.started = self.wall_s = 0.0
+
+    def __enter__(self) -> SampledTree:
+        if self.sampler is not None:
+            self.sampler.sample()
+            self.cpu_start = self.sampler.cpu_s
+        self.started = time.monotonic()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop_event.set()
+        self.thread.join()
+        if self.sampler is not None:
+            self.sampler.sample()
+        self.wall_s = time.monotonic() - self.started
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(self.every_s):
+            if self.sampler is not None:
+                self.sampler.sample()
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the tree used within the block (NaN when it was never seen)."""
+        if self.sampler is None or not self.sampler.peak_rss_mb:
+            return math.nan
+        return self.sampler.cpu_s - self.cpu_start
+
+    @property
+    def peak_rss_mb(self) -> float:
+        return self.sampler.peak_rss_mb if self.sampler is not None and self.sampler.peak_rss_mb else math.nan
+
+    def figures(self) -> tuple[float, float]:
+        """(CPU % of one core over the block, peak RSS MB); NaN for a tree never seen."""
+        return 100 * self.cpu_s / max(self.wall_s, 1e-9), self.peak_rss_mb
 
 
 def kill_group(pgid: int) -> None:

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 import mlperf_loadgen as lg
 
-from tasks.resources import ProcessTreeSampler
+from tasks.resources import SampledTree
 
 LOADGEN_RESULT = "loadgen.json"
 LOADGEN_DIR = "loadgen"  # one folder of LoadGen logs per step
@@ -105,8 +105,9 @@ def _percentile_key(percentile: float) -> str:
 class HttpSut:
     """LoadGen's system under test: threads that send each query to the scoring server."""
 
-    def __init__(self, url: str, bodies: list[bytes], senders: int, timeout_s: float) -> None:
+    def __init__(self, url: str, path: str, bodies: list[bytes], senders: int, timeout_s: float) -> None:
         parts = urlsplit(url)
+        self.path = path
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.bodies = bodies
         self.timeout_s = timeout_s
@@ -142,7 +143,7 @@ class HttpSut:
             try:
                 if connection is None:
                     connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
-                connection.request("POST", "/invocations", body=self.bodies[sample.index % len(self.bodies)],
+                connection.request("POST", self.path, body=self.bodies[sample.index % len(self.bodies)],
                                    headers=HEADERS)
                 response = connection.getresponse()
                 text = response.read()
@@ -159,41 +160,6 @@ class HttpSut:
                     self.first_error = self.first_error or error
             # Completed either way: LoadGen has no notion of a failed query, the step counts it.
             lg.QuerySamplesComplete([lg.QuerySampleResponse(sample.id, 0, 0)])
-
-
-class _ServerSampler:
-    """The server tree's CPU seconds and peak RSS over one step, sampled on a thread."""
-
-    def __init__(self, pid: int) -> None:
-        self.sampler = ProcessTreeSampler(pid) if pid else None
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> _ServerSampler:
-        if self.sampler is not None:
-            self.sampler.sample()
-        self.cpu_start = self.sampler.cpu_s if self.sampler else 0.0
-        self.started = time.monotonic()
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop_event.set()
-        self.thread.join()
-        if self.sampler is not None:
-            self.sampler.sample()
-        self.wall_s = time.monotonic() - self.started
-
-    def _run(self) -> None:
-        while not self.stop_event.wait(SAMPLE_S):
-            if self.sampler is not None:
-                self.sampler.sample()
-
-    def figures(self) -> tuple[float, float]:
-        if self.sampler is None or not self.sampler.peak_rss_mb:
-            return math.nan, math.nan
-        cpu_percent = 100 * (self.sampler.cpu_s - self.cpu_start) / max(self.wall_s, 1e-9)
-        return cpu_percent, self.sampler.peak_rss_mb
 
 
 def step_cap_s(plan: dict[str, Any], rate: float) -> float:
@@ -224,7 +190,8 @@ def run_step(plan: dict[str, Any], rate: float, index: int, bodies: list[bytes])
     slo_s = plan["slo_ms"] / 1000
     # Enough senders that a query waits for the server, not for a free client thread.
     senders = min(MAX_SENDERS, max(4, math.ceil(rate * (slo_s * 2 + 0.05)) + 4))
-    sut_object = HttpSut(plan["url"], bodies, senders, float(plan["request_timeout_s"]))
+    sut_object = HttpSut(plan["url"], plan.get("path", "/invocations"), bodies, senders,
+                         float(plan["request_timeout_s"]))
     sut = lg.ConstructSUT(sut_object.issue, sut_object.flush)
     qsl = lg.ConstructQSL(len(bodies), len(bodies), lambda _: None, lambda _: None)
     output = lg.LogOutputSettings()
@@ -234,7 +201,7 @@ def run_step(plan: dict[str, Any], rate: float, index: int, bodies: list[bytes])
     log_settings.log_output = output
     started = time.monotonic()
     try:
-        with _ServerSampler(int(plan.get("server_pid") or 0)) as server:
+        with SampledTree(int(plan.get("server_pid") or 0), SAMPLE_S) as server:
             lg.StartTestWithLogSettings(sut, qsl, test_settings(plan, rate), log_settings)
     finally:
         lg.DestroyQSL(qsl)

@@ -98,6 +98,7 @@ class ScoringServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.started = 0.0
         self.details: dict[str, Any] = {}  # what the stack records about its server (info)
+        self.request_path = "/invocations"  # where requests go (the stack's)
 
     @property
     def url(self) -> str:
@@ -164,8 +165,8 @@ class ScoringServer:
         return f"{reason}: {cause}" if cause else reason
 
     def invoke(self, body: bytes, timeout_s: float = 30.0) -> tuple[int, str]:
-        """One POST /invocations: (status, response text)."""
-        request = urllib.request.Request(f"{self.url}/invocations", data=body, method="POST",
+        """One POST to the request path (/invocations): (status, response text)."""
+        request = urllib.request.Request(f"{self.url}{self.request_path}", data=body, method="POST",
                                          headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:

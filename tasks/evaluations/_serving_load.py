@@ -129,6 +129,7 @@ def main(argv: list[str]) -> int:
     body_index = itertools.count()
     live: dict[str, _Live | None] = {"step": None}
     timeout_s = float(plan["request_timeout_s"])
+    request_path = plan.get("path", "/invocations")  # the stack's
 
     class ScoringUser(FastHttpUser):
         host = plan["url"]
@@ -156,7 +157,7 @@ def main(argv: list[str]) -> int:
                     return
                 scheduled = step.t0 + step.arrivals[index]
                 gevent.sleep(max(0.0, scheduled - time.perf_counter()))
-            with self.client.post("/invocations", data=body, headers=HEADERS, name=step.name,
+            with self.client.post(request_path, data=body, headers=HEADERS, name=step.name,
                                   catch_response=True) as response:
                 if scheduled is not None:  # the open loop counts from the scheduled send time
                     response.request_meta["response_time"] = (time.perf_counter() - scheduled) * 1000

@@ -15,6 +15,11 @@ step while time_s allows; one that still does not fit is named in the reason, ne
 Errors are readings: a step with failed requests is over its SLO and keeps the first error; the
 evaluation fails only when the server dies or never answers.
 
+Each stack in ``serving.stacks`` (tasks/evaluations/stacks/) is measured alike, after its answers on
+the test fold agree with the model's in process; besides the load figures, each records its cold
+start to the first answer and its server tree's CPU seconds per 1,000 requests and peak RSS over the
+whole load (psutil, sampled on a thread of this process).
+
 With two or more cores the load runs on the job's last core and the server on the others; with
 one core both share it (``info.load_placement`` says which).
 """
@@ -47,11 +52,12 @@ from tasks.evaluations.base import (
     EvaluationStatus,
     PostJobEvaluation,
 )
-from tasks.evaluations.stacks import ServingStack, all_stacks, unusable_stack_reason
+from tasks.evaluations.stacks import ServingStack, StackNotInstalled, all_stacks, unusable_stack_reason
 from tasks.figures import Figure
 from tasks.frameworks.capabilities import NotOffered
 from tasks.launch import PACKAGE_ROOT, python_environment
 from tasks.predictions import PREDICTION, PROBA_PREFIX
+from tasks.resources import SampledTree
 
 DEFAULT_STACK = "mlflow"  # its figures keep the names serve_*; another stack's are serve_STACK_*
 STACKS_DIR = "stacks"  # another stack's files, in a folder of its own: stacks/NAME/
@@ -99,6 +105,11 @@ class ServingSettings(EvaluationSettings):
     target_qps: list[float] = Field(default_factory=list)
     # The stacks that serve the model, each measured alike (tasks/evaluations/stacks/).
     stacks: list[str] = Field(default_factory=lambda: [DEFAULT_STACK], min_length=1)
+    # A batching window, on the stacks that batch (onnxruntime; mlserver's adaptive batching): the
+    # requests that arrive while a batch is open (up to max_batch_size of them, at most
+    # max_batch_time_ms after its first) are answered by one call of the model. 1: each alone.
+    max_batch_size: int = Field(default=1, ge=1, le=1024)
+    max_batch_time_ms: float = Field(default=5.0, ge=0)
 
     @field_validator("stacks")
     @classmethod
@@ -121,6 +132,14 @@ class ServingSettings(EvaluationSettings):
         if any(rate <= 0 for rate in value):
             raise ValueError("each target_qps must be a rate above 0 queries per second")
         return sorted(set(value))
+
+    @model_validator(mode="after")
+    def _window_within_bound(self) -> ServingSettings:
+        if self.max_batch_size > 1 and self.max_batch_time_ms > self.slo_ms:
+            raise ValueError(f"serving.max_batch_time_ms {self.max_batch_time_ms:g} is larger than "
+                             f"serving.slo_ms {self.slo_ms:g}: a request could wait out the whole latency "
+                             "bound for its batch; lower max_batch_time_ms below slo_ms")
+        return self
 
     @model_validator(mode="after")
     def _plan_fits(self) -> ServingSettings:
@@ -205,6 +224,14 @@ class ServingEvaluation(PostJobEvaluation):
         Figure("serve_p99_ms", "p99 latency at the ladder's highest concurrency, ms (the cost figure "
                                "compare uses)",
             unit="ms", higher_is_better=False, compared="cost", attributed=True),
+        Figure("serve_cold_start_s", "scoring server start until its first answer to a request, seconds",
+            unit="s", higher_is_better=False, compared="cost", reported=True),
+        Figure("serve_server_cpu_s_per_1k", "CPU seconds the server's process tree used per 1,000 requests "
+                                            "over the whole load (closed and open loop, psutil before and "
+                                            "after); the report derives the cores 100 QPS need from it",
+            unit="s", higher_is_better=False, compared="cost", reported=True),
+        Figure("serve_server_peak_rss_mb", "the server process tree's peak RSS over the whole load, MB",
+            unit="MB", higher_is_better=False, compared="cost", reported=True),
         Figure("serve_STACK_FIGURE", "a serve_FIGURE above measured on a stack other than mlflow "
                                      "(serving.stacks), e.g. serve_onnxruntime_c1_p99_ms"),
     )
@@ -226,7 +253,6 @@ class ServingEvaluation(PostJobEvaluation):
             "load_placement": "separate cores" if set(server_cores).isdisjoint(load_cores) else "shared core",
             "workers": context.budget.cores, "slo_ms": settings.slo_ms, "open_loop": settings.open_loop,
         }
-        bodies = _write_bodies(context, folder / BODIES_FILE)
         metrics: dict[str, float] = {}
         tags: dict[str, str] = {}
         files: list[str] = []
@@ -236,8 +262,7 @@ class ServingEvaluation(PostJobEvaluation):
             # The mlflow stack keeps the evaluation's folder and figure names; another has its own.
             stack_folder = folder if name == DEFAULT_STACK else folder / STACKS_DIR / name
             stack_folder.mkdir(parents=True, exist_ok=True)
-            outcome = _serve_stack(context, settings, stacks[name], stack_folder, server_cores, load_cores,
-                                   bodies)
+            outcome = _serve_stack(context, settings, stacks[name], stack_folder, server_cores, load_cores)
             metrics.update({stack_metric(name, metric): value for metric, value in outcome.metrics.items()})
             if name == DEFAULT_STACK:
                 info.update(outcome.info)
@@ -279,13 +304,17 @@ def stack_metric(stack: str, metric: str) -> str:
 
 
 def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: ServingStack, folder: Path,
-                 server_cores: list[int], load_cores: list[int], bodies: list[bytes]) -> StackOutcome:
+                 server_cores: list[int], load_cores: list[int]) -> StackOutcome:
     """Parity on the test fold first; then the closed loop and the open loop on a stack that agrees."""
     started = time.monotonic()
     try:
         server = stack.server(context, folder, server_cores, settings.startup_timeout_s)
     except NotOffered as exc:
         return StackOutcome("skipped", f"the model cannot use the {stack.name} stack: {exc}")
+    except StackNotInstalled as exc:
+        return StackOutcome("skipped", str(exc))
+    server.request_path = stack.request_path
+    bodies = _write_bodies(context, stack, folder / BODIES_FILE)
     info: dict[str, Any] = {"port": server.port, "build_s": time.monotonic() - started, **server.details}
     if stack.name == DEFAULT_STACK:
         info["pyfunc_build_s"] = info["build_s"]
@@ -296,25 +325,30 @@ def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: S
             metrics["serve_startup_s"] = server.wait_until_up(settings.startup_timeout_s)
             status, answer = server.invoke(bodies[0])
             if status != 200:
-                raise ServingFailure(f"the {stack.name} server answered /invocations with HTTP {status}: "
-                                     f"{answer.strip()[:300]}")
+                raise ServingFailure(f"the {stack.name} server answered {stack.request_path} with HTTP "
+                                     f"{status}: {answer.strip()[:300]}")
+            metrics["serve_cold_start_s"] = time.monotonic() - server.started
             info["first_answer"] = answer[:1000]
-            gap, limit = parity_gap(server, context, stack.parity_tolerance)
+            gap, limit = parity_gap(server, context, stack)
             info.update(parity_max_abs=gap, parity_tolerance=limit)
             if gap > limit:
                 return StackOutcome("parity failed", info=info, reason=(
                     f"the {stack.name} stack's answers on the test fold differ from the model's in "
                     f"process by up to {gap:.3g}, over its tolerance {limit:.3g}, so none of its figures "
                     "is reported"))
-            load = _run_load(context, settings, server, load_cores, folder)
-            info["load_s"] = load.pop("wall_s")
-            _check_alive(server, "the closed loop")
-            loadgen: dict[str, Any] | None = None
-            if settings.open_loop == "loadgen" and settings.open_steps():
-                loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load), folder)
-                info["loadgen_s"] = loadgen.pop("wall_s")
-                _check_alive(server, "LoadGen's open loop")
+            # The server tree's CPU and memory over all the load, for its cost per request.
+            with SampledTree(server.process.pid if server.process is not None else 0) as tree:
+                load = _run_load(context, settings, server, load_cores, folder)
+                info["load_s"] = load.pop("wall_s")
+                _check_alive(server, "the closed loop")
+                loadgen: dict[str, Any] | None = None
+                if settings.open_loop == "loadgen" and settings.open_steps():
+                    loadgen = _run_loadgen(context, settings, server, load_cores, _closed_best_rps(load),
+                                           folder)
+                    info["loadgen_s"] = loadgen.pop("wall_s")
+                    _check_alive(server, "LoadGen's open loop")
             info["worker_restarts"] = server.worker_restarts()
+            metrics.update(_cost_metrics(tree, load, loadgen))
     except ServingFailure as failure:
         info["worker_restarts"] = server.worker_restarts()
         return StackOutcome("failed", f"{failure}.\n{server.log_tail()}".strip(), metrics, info)
@@ -341,14 +375,15 @@ def _serve_stack(context: EvaluationContext, settings: ServingSettings, stack: S
     return StackOutcome("ok", "", metrics, info)
 
 
-def parity_gap(server: ScoringServer, context: EvaluationContext, tolerance: float) -> tuple[float, float]:
+def parity_gap(server: ScoringServer, context: EvaluationContext, stack: ServingStack) -> tuple[float, float]:
     """(largest |served - in process| on the test fold, the limit it is held to): probabilities as
     they are; regression values relative to their mean |value|, as the export evaluation holds them."""
     X_test = context.fold.X_test
-    status, answer = server.invoke(_body(_client_rows(X_test)), timeout_s=REQUEST_TIMEOUT_S * 4)
+    tolerance = stack.parity_tolerance
+    status, answer = server.invoke(stack.body(_client_rows(X_test)), timeout_s=REQUEST_TIMEOUT_S * 4)
     if status != 200:
         raise ServingFailure(f"the server answered the test fold with HTTP {status}: {answer.strip()[:300]}")
-    served = pd.DataFrame(json.loads(answer)["predictions"])
+    served = stack.answer_rows(answer)
     model, task = context.model, context.fold.task
     if task.is_classification:
         expected = model.predict_proba(X_test)
@@ -383,11 +418,12 @@ def _placement(cores: list[int]) -> tuple[list[int], list[int]]:
     return list(cores), list(cores)
 
 
-def _write_bodies(context: EvaluationContext, path: Path) -> list[bytes]:
-    """One /invocations JSON body per test-fold row, written to `path` for the load processes."""
+def _write_bodies(context: EvaluationContext, stack: ServingStack, path: Path) -> list[bytes]:
+    """One request body per test-fold row in the stack's format, written to `path` for the load
+    processes."""
     X_test = context.fold.X_test
     rows = _client_rows(X_test.iloc[: min(MAX_BODIES, len(X_test))])
-    lines = [_body(rows.iloc[[position]]).decode() for position in range(len(rows))]
+    lines = [stack.body(rows.iloc[[position]]).decode() for position in range(len(rows))]
     path.write_text("\n".join(lines) + "\n")
     return [line.encode() for line in lines]
 
@@ -404,19 +440,14 @@ def _client_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _body(rows: pd.DataFrame) -> bytes:
-    """One /invocations JSON body of these rows (dataframe_split, the way a client sends it)."""
-    split = json.loads(rows.to_json(orient="split", index=False, date_format="iso"))
-    return json.dumps({"dataframe_split": {"columns": split["columns"], "data": split["data"]}}).encode()
-
-
 def _run_load(context: EvaluationContext, settings: ServingSettings, server: ScoringServer,
               cores: list[int], folder: Path) -> dict[str, Any]:
     """Locust: warm-up, the closed-loop ladder, and (open_loop: locust) its own open-loop search."""
     loadgen_s = settings.open_steps() * (settings.loadgen_limits()[2] + settings.drain_s())
     time_s = max(1.0, context.time_left_s() - 5.0 - (loadgen_s if settings.open_loop == "loadgen" else 0))
     plan = {
-        "url": server.url, "bodies_file": str(context.folder / BODIES_FILE), "out_dir": str(folder),
+        "url": server.url, "path": server.request_path, "bodies_file": str(folder / BODIES_FILE),
+        "out_dir": str(folder),
         "concurrency": settings.concurrency, "duration_s": settings.duration_s,
         "max_requests": settings.max_requests, "slo_ms": settings.slo_ms,
         "search_steps": settings.search_steps if settings.open_loop == "locust" else 0,
@@ -434,7 +465,8 @@ def _run_loadgen(context: EvaluationContext, settings: ServingSettings, server: 
     min_duration_s, min_query_count, max_duration_s = settings.loadgen_limits()
     time_s = max(1.0, context.time_left_s() - 5.0)
     plan = {
-        "url": server.url, "bodies_file": str(context.folder / BODIES_FILE), "out_dir": str(folder),
+        "url": server.url, "path": server.request_path, "bodies_file": str(folder / BODIES_FILE),
+        "out_dir": str(folder),
         "slo_ms": settings.slo_ms, "latency_percentile": settings.latency_percentile,
         "min_duration_s": min_duration_s, "min_query_count": min_query_count,
         "max_duration_s": max_duration_s, "drain_s": settings.drain_s(),
@@ -495,6 +527,18 @@ def _load_metrics(load: dict[str, Any], settings: ServingSettings) -> dict[str, 
         metrics["serve_slo_ms"] = float(settings.slo_ms)
     if settings.open_loop == "loadgen":
         metrics["serve_slo_ms"] = float(settings.slo_ms)
+    return {name: value for name, value in metrics.items() if math.isfinite(value)}
+
+
+def _cost_metrics(tree: SampledTree, load: dict[str, Any],
+                  loadgen: dict[str, Any] | None) -> dict[str, float]:
+    """The server tree's CPU seconds per 1,000 requests sent under load (warm-up, every Locust step,
+    every LoadGen query) and its peak RSS over the load."""
+    requests = load["warmup"]["requests"] + sum(step["requests"] for step in load["steps"])
+    requests += sum(step["queries"] for step in (loadgen or {}).get("steps", []))
+    metrics = {"serve_server_peak_rss_mb": tree.peak_rss_mb}
+    if requests:
+        metrics["serve_server_cpu_s_per_1k"] = 1000 * tree.cpu_s / requests
     return {name: value for name, value in metrics.items() if math.isfinite(value)}
 
 

@@ -6,7 +6,8 @@ highest rate held within the SLO (tasks/evaluations/serving.py records the figur
 - the latency-throughput figure: per dataset, p99 against achieved requests/s, a line per framework;
 - the front: per dataset, `result` (up) against `serve_max_qps_at_slo` (up), and who is on it;
 - the stacks: where a model was served by more than one stack (serving.stacks), each stack's median
-  latency at one user, highest rate at the SLO and start-up, and the best stack per model;
+  latency at one user, highest rate at the SLO, cold start to first answer, peak RSS, CPU seconds per
+  1,000 requests and the cost that makes per 100 QPS (cores busy), and the best stack per model;
 - the open loops not judged: a served job without `serve_max_qps_at_slo`, with the evaluation's
   reason (LoadGen could not judge its rates in the time given), instead of a rate of 0.
 """
@@ -31,7 +32,11 @@ MAX_QPS = "serve_max_qps_at_slo"
 SLO = "serve_slo_ms"
 REASON_TAG = "evaluation.serving.reason"  # tasks/tracking/job_run.py tags each evaluation's reason
 # A figure of the stack table: serve_FIGURE (the mlflow stack) or serve_STACK_FIGURE (another).
-STACK_FIGURE = re.compile(r"^serve_(?:([a-z0-9]+)_)?(c1_p50_ms|max_qps_at_slo|startup_s)$")
+STACK_FIGURES = ("c1_p50_ms", "max_qps_at_slo", "startup_s", "cold_start_s", "server_peak_rss_mb",
+                 "server_cpu_s_per_1k")
+STACK_FIGURE = re.compile(rf"^serve_(?:([a-z0-9]+)_)?({'|'.join(STACK_FIGURES)})$")
+# Cores busy per 100 QPS from CPU seconds per 1,000 requests: 100 requests a second cost a tenth of them.
+CORES_PER_100_QPS = "cores_per_100_qps"
 DEFAULT_STACK = "mlflow"  # tasks.evaluations.serving.DEFAULT_STACK (reports read figures, not evaluations)
 LOAD_COLUMNS = ["dataset", "framework", "concurrency", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "rps",
                 "error_rate", "jobs"]
@@ -100,19 +105,22 @@ def not_judged(jobs: pd.DataFrame) -> list[str]:
 
 
 def stack_table(jobs: pd.DataFrame) -> pd.DataFrame:
-    """dataset, framework, stack, c1_p50_ms, max_qps_at_slo, startup_s (means over ok jobs), best: the
-    stack with the highest rate at the SLO (then the lowest latency); empty with one stack only."""
+    """dataset, framework, stack, STACK_FIGURES and cores_per_100_qps (means over ok jobs), best: the
+    stack with the highest rate at the SLO (then the fewest cores per 100 QPS, then the lowest
+    latency); empty with one stack only."""
     long = _long_figures(jobs, STACK_FIGURE, "stack", lambda match: match.group(1) or DEFAULT_STACK)
     if long.empty or long["stack"].nunique() < 2:
         return pd.DataFrame()
     table = long.pivot_table(index=["dataset", "framework", "stack"], columns="figure", values="value",
                              aggfunc="mean").reset_index()
-    for figure in ("c1_p50_ms", "max_qps_at_slo", "startup_s"):
+    for figure in STACK_FIGURES:
         table[figure] = table.get(figure, np.nan)
-    ranked = table.sort_values(["max_qps_at_slo", "c1_p50_ms"], ascending=[False, True], na_position="last")
+    table[CORES_PER_100_QPS] = table["server_cpu_s_per_1k"] * 100 / 1000
+    ranked = table.sort_values(["max_qps_at_slo", CORES_PER_100_QPS, "c1_p50_ms"],
+                               ascending=[False, True, True], na_position="last")
     best = ranked.groupby(["dataset", "framework"])["stack"].first()
     table["best"] = [best[(row.dataset, row.framework)] == row.stack for row in table.itertuples()]
-    return table[["dataset", "framework", "stack", "c1_p50_ms", "max_qps_at_slo", "startup_s", "best"]]
+    return table[["dataset", "framework", "stack", *STACK_FIGURES, CORES_PER_100_QPS, "best"]]
 
 
 def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: Path) -> Path:
@@ -188,8 +196,12 @@ def section(jobs: pd.DataFrame, folder: Path,
     if not stacks.empty:
         stacks.to_csv(folder / "serving_stacks.csv", index=False)
         lines += ["Stacks: the same model behind each serving stack (serving.stacks), after each answered "
-                  "the test fold as the model does in process; best = the highest rate at the SLO, then "
-                  "the lowest median latency at one user.", "", table_markdown(stacks), ""]
+                  "the test fold as the model does in process. cold_start_s: server start to its first "
+                  "answer; server_peak_rss_mb and server_cpu_s_per_1k: its process tree over the whole "
+                  "load; cores_per_100_qps: the cores its CPU seconds per 1,000 requests keep busy at "
+                  "100 QPS (the stack's cost per 100 QPS). best = the highest rate at the SLO, then the "
+                  "fewest cores per 100 QPS, then the lowest median latency at one user.", "",
+                  table_markdown(stacks), ""]
     unjudged = not_judged(jobs)
     if unjudged:
         lines += ["Open loop without a highest rate (not a rate of 0: the load could not judge it):", "",

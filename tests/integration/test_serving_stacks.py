@@ -20,12 +20,13 @@ from tasks.evaluations.stacks import all_stacks
 from tasks.evaluations.stage import run_evaluations
 from tasks.frameworks.capabilities import NotOffered
 from tasks.jobs import run_job
-from tasks.paths import datasets_dir
+from tasks.paths import datasets_dir, venvs_dir
 from tasks.plan import Job
 from tasks.results import JobResult
 from tasks.specs import Budget, DatasetSpec
 
 BUDGET = Budget(name="stacks-test", time_s=5, cores=1, memory_mb=3000)
+CHECKOUT_VENVS = venvs_dir()  # the checkout's stack environments, before a test moves the project
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -63,7 +64,7 @@ def test_the_onnxruntime_stack_answers_the_test_fold_as_the_model_does(project: 
     with server:
         server.start()
         server.wait_until_up(60)
-        gap, limit = parity_gap(server, context, stack.parity_tolerance)
+        gap, limit = parity_gap(server, context, stack)
         status, answer = server.invoke(b'{"rows": []}')
     assert gap <= limit and limit >= stack.parity_tolerance
     assert (context.folder / "model.onnx").is_file()
@@ -93,3 +94,36 @@ def test_a_stack_whose_answers_differ_fails_with_the_largest_difference_and_no_f
                     r"up to 0\.\d+, over its tolerance 0\.0001, so none of its figures is reported",
                     outcome["reason"]), outcome["reason"]
     assert outcome["metrics"] == {}
+
+
+def test_the_mlserver_stack_without_its_environment_is_skipped_naming_the_install_command(
+        project: dict[str, DatasetSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "no-venvs"))
+    context = _context(project, tmp_path, "constant", "binary")
+    block = {"enabled": True, "stacks": ["mlserver"], "startup_timeout_s": 60, "time_s": 200,
+             "concurrency": [1], "duration_s": 1.0, "search_steps": 0}
+    evaluated = run_evaluations(context.job, context.spec, context.job_dir, JobResult.load(context.job_dir),
+                                {"serving": block})
+    outcome = evaluated.evaluations["serving"]
+    assert outcome["status"] == "ok" and outcome["metrics"] == {}
+    folder = tmp_path / "no-venvs" / "mlserver-1.7.1"
+    assert outcome["reason"] == (f"the mlserver stack's environment {folder} is not installed; install it "
+                                 "with `python -m tasks.evaluations.stacks.mlserver_stack install`")
+
+
+@pytest.mark.skipif(not all_stacks()["mlserver"].installed(),
+                    reason="the mlserver stack's environment is not installed here "
+                           "(python -m tasks.evaluations.stacks.mlserver_stack install)")
+def test_the_mlserver_stack_answers_the_test_fold_as_the_model_does(
+        project: dict[str, DatasetSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MLServer's V2 protocol, one tensor per column, the tiny data's missing values sent as null.
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(CHECKOUT_VENVS))  # the tiny project has none
+    context = _context(project, tmp_path, "hgb", "binary")
+    stack = all_stacks()["mlserver"]
+    server = stack.server(context, context.folder, [], healthcheck_s=90)
+    server.request_path = stack.request_path
+    with server:
+        server.start()
+        server.wait_until_up(90)
+        gap, limit = parity_gap(server, context, stack)
+    assert gap <= limit == stack.parity_tolerance

@@ -2,7 +2,9 @@
 
 Variants: `sleepy:sleep` predicts the constant model's answer after sleeping SLEEP_MS, one call at
 a time (a lock stands for a model that uses its one core fully), so a scoring server with W
-workers holds exactly W * 1000 / SLEEP_MS requests per second and no more; `sleepy:unloadable`
+workers holds exactly W * 1000 / SLEEP_MS requests per second and no more; its ONNX graph is the
+constant model's, fed after the same wait, whatever the rows (a fixed cost per call, which a
+batching window spreads over the requests of a batch); `sleepy:unloadable`
 fits and saves, but its saved model refuses to load (what the scoring server meets with a broken
 model folder); `sleepy:flaky` answers like the constant model but fails every FAIL_EVERY-th call
 to predict in each server worker (a server with an error rate, still up).
@@ -20,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo
+from tasks.frameworks.capabilities import OnnxCompiled, OnnxGraph
 from tasks.frameworks.constant import ADAPTER as CONSTANT
 from tasks.specs import Budget
 
@@ -52,6 +55,19 @@ class SleepyModel(FittedModel):
 
     def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
         return self.inner.predict_proba(X)
+
+    def to_onnx(self, folder: Path) -> OnnxGraph | OnnxCompiled:
+        graph = self.inner.to_onnx(folder)
+        if not isinstance(graph, OnnxGraph):
+            return graph
+        feed = graph.feed
+
+        def slow_feed(X: pd.DataFrame) -> dict[str, np.ndarray]:
+            self._sleep()
+            return feed(X)
+
+        graph.feed = slow_feed
+        return graph
 
     def save(self, model_dir: Path) -> None:
         self.inner.save(model_dir)

@@ -100,7 +100,8 @@ def test_compare_takes_its_directions_from_the_registry() -> None:
     assert directions == [("result", True), ("fit_s", False), ("duration_s", False),
                           ("latency_p99_ms", False), ("peak_rss_mb", False), ("gpu_mem_peak_mb", False),
                           ("robust_auc", True), ("robust_breaking_mean", True), ("serve_p99_ms", False),
-                          ("serve_max_qps_at_slo", True)]
+                          ("serve_cold_start_s", False), ("serve_server_cpu_s_per_1k", False),
+                          ("serve_server_peak_rss_mb", False), ("serve_max_qps_at_slo", True)]
     assert Quantity("fit: duration_s").higher_is_better is False  # a per-stage figure: its figure's
     assert higher_is_better("auc") and not higher_is_better("brier") and not higher_is_better("ece")
 

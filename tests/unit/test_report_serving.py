@@ -81,8 +81,19 @@ def test_the_stack_table_names_the_best_stack_per_model() -> None:
     runs["serve_onnxruntime_max_qps_at_slo"] = runs["serve_max_qps_at_slo"] * 3  # faster on every model
     runs["serve_onnxruntime_c1_p50_ms"] = runs["serve_c1_p50_ms"] / 2
     runs.loc[runs["framework"] == "constant", "serve_onnxruntime_max_qps_at_slo"] = 1.0  # but this one
+    # The same rate on both stacks for slow: the one that needs fewer cores per 100 QPS is best.
+    slow = runs["framework"] == "slow"
+    runs.loc[slow, "serve_onnxruntime_max_qps_at_slo"] = runs.loc[slow, "serve_max_qps_at_slo"]
+    runs["serve_server_cpu_s_per_1k"] = 20.0
+    runs["serve_onnxruntime_server_cpu_s_per_1k"] = 4.0
+    runs.loc[slow, "serve_onnxruntime_server_cpu_s_per_1k"] = 40.0
+    runs["serve_cold_start_s"], runs["serve_onnxruntime_cold_start_s"] = 6.0, 2.0
     table = stack_table(job_table.prepare(runs))
     best = table[table["best"]].set_index("framework")["stack"].to_dict()
-    assert best == {"constant": "mlflow", "hgb": "onnxruntime", "slow": "onnxruntime"}
+    assert best == {"constant": "mlflow", "hgb": "onnxruntime", "slow": "mlflow"}
     assert set(table["stack"]) == {"mlflow", "onnxruntime"} and len(table) == 6
+    # 20 CPU seconds per 1,000 requests: 100 QPS keep 2 cores busy.
+    cores = table.set_index(["framework", "stack"])["cores_per_100_qps"]
+    assert cores[("hgb", "mlflow")] == 2.0 and cores[("hgb", "onnxruntime")] == 0.4
+    assert table.set_index(["framework", "stack"])["cold_start_s"][("hgb", "onnxruntime")] == 2.0
     assert stack_table(job_table.prepare(_runs(QPS))).empty  # one stack: nothing to compare

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -67,7 +69,9 @@ def test_the_serving_suite_turns_it_on_and_smoke_keeps_it_off() -> None:
     assert "serving" not in load_suite("smoke", all_evaluations()).evaluation_blocks()
 
 
-def test_an_unknown_stack_is_one_sentence_listing_those_installed() -> None:
+def test_an_unknown_stack_is_one_sentence_listing_those_installed(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path))  # no stack environment installed (mlserver)
     with pytest.raises(ValidationError, match="serving.stacks names 'triton', which is not a serving stack; "
                                               "the stacks installed here are mlflow, onnxruntime"):
         ServingSettings(stacks=["mlflow", "triton"])
@@ -75,3 +79,13 @@ def test_an_unknown_stack_is_one_sentence_listing_those_installed() -> None:
     assert stacks == ["onnxruntime", "mlflow"]
     with pytest.raises(ValidationError, match="2 stack\\(s\\) x"):  # each stack runs the whole plan
         ServingSettings(stacks=["mlflow", "onnxruntime"])
+
+
+def test_a_batching_window_longer_than_the_latency_bound_is_one_sentence_naming_both() -> None:
+    with pytest.raises(ValidationError,
+                       match="serving.max_batch_time_ms 150 is larger than serving.slo_ms 100"):
+        ServingSettings(max_batch_size=8, max_batch_time_ms=150)
+    assert ServingSettings(max_batch_size=8, max_batch_time_ms=20).max_batch_size == 8
+    assert ServingSettings(max_batch_time_ms=150).max_batch_size == 1  # no batching: no window to hold
+    with pytest.raises(ValidationError, match="max_batch_size"):
+        ServingSettings(max_batch_size=0)

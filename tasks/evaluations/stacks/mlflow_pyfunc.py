@@ -21,25 +21,32 @@ class MlflowStack(ServingStack):
     packages = ("mlflow",)
 
     def server(self, context: Any, folder: Path, cores: list[int], healthcheck_s: float) -> ScoringServer:
-        # MLflow takes seconds to import; only this stack's server needs it.
-        from tasks.evaluations._pyfunc import (  # inside: MLflow, only when this stack serves
-            never_missing,
-            save_pyfunc,
-            signature_and_example,
-        )
-
-        # The signature the logged model gets (tracking): serving checks requests against it, and a
-        # column of images is `binary`, base64 text in the JSON body.
-        job_dir = context.job_dir
-        signature, _ = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
-                                             never_missing(context.spec.name))
-        identity = json.loads((context.model_dir / FRAMEWORK_FILE).read_text())
-        model = save_pyfunc(context.model_dir, folder / PYFUNC_FOLDER, context.job.framework,
-                            str(identity.get("version") or ""), signature=signature)
+        model, signature = save_job_pyfunc(context, folder / PYFUNC_FOLDER)
         server = ScoringServer(model, workers=context.budget.cores, cores=cores, log_dir=folder,
                                healthcheck_s=healthcheck_s)
-        server.details = {"signature": signature.inputs.to_dict() if signature is not None else None}
+        server.details = {"signature": signature}
         return server
+
+
+def save_job_pyfunc(context: Any, folder: Path) -> tuple[Path, dict[str, Any] | list[Any] | None]:
+    """The job's model as the pyfunc model tracking logs, saved in `folder`, with its signature's
+    inputs (as MLflow writes them; None without one)."""
+    # MLflow takes seconds to import; only the stacks that serve a pyfunc model need it.
+    from tasks.evaluations._pyfunc import (  # inside: MLflow, only when a pyfunc stack serves
+        never_missing,
+        save_pyfunc,
+        signature_and_example,
+    )
+
+    # The signature the logged model gets (tracking): serving checks requests against it, and a
+    # column of images is `binary`, base64 text in the JSON body.
+    job_dir = context.job_dir
+    signature, _ = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
+                                         never_missing(context.spec.name))
+    identity = json.loads((context.model_dir / FRAMEWORK_FILE).read_text())
+    model = save_pyfunc(context.model_dir, folder, context.job.framework, str(identity.get("version") or ""),
+                        signature=signature)
+    return model, signature.inputs.to_dict() if signature is not None else None
 
 
 STACK = MlflowStack()
