@@ -31,7 +31,7 @@ from uuid import UUID
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterId
 from prefect.exceptions import ObjectNotFound
-from prefect.settings import PREFECT_API_URL
+from prefect.settings import PREFECT_API_URL, PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK
 from prefect.states import Failed
 
 from flows.dispatch import (
@@ -188,8 +188,15 @@ class TeamDispatcher:
                     submitted = time.time()
                     context = {**contexts[job.key].__dict__, "code": code,
                                "commit": commit if commit != "unknown" else ""}
-                    future = task.delay(job=job.to_dict(), context=context,
-                                        label=job.label, attempt=uuid.uuid4().hex)
+                    try:
+                        future = task.delay(job=job.to_dict(), context=context,
+                                            label=job.label, attempt=uuid.uuid4().hex)
+                    except Exception as exc:
+                        if not is_store_failure(exc):
+                            raise
+                        raise UserError(f"{job.label}: {store_failure(exc, 'take its parameters')}; "
+                                        "when it answers, run the suite again: it resumes, and jobs "
+                                        "already recorded are not run twice.") from exc
                     waiting[future.task_run_id] = _Submitted(job, future.task_run_id, submitted)
                 outcomes.update(self._wait(client, waiting, contexts))
             except BaseException:
@@ -215,9 +222,11 @@ class TeamDispatcher:
                 # A worker deletes a task run whose parameters it cannot read: no shared storage.
                 submitted = pending.pop(run_id)
                 outcomes[submitted.job.key] = self._failed(submitted, contexts[submitted.job.key], (
-                    "a worker could not read the job's parameters and dropped it: the suite and the "
-                    "workers need one result storage (PREFECT_LOCAL_STORAGE_PATH on one host, "
-                    "PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK across hosts)"))
+                    "a worker could not read the job's parameters and dropped it: the result storage "
+                    "did not answer it (the worker's log says), or the suite and the workers do not share "
+                    "one (PREFECT_LOCAL_STORAGE_PATH on one host, "
+                    "PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK across hosts); once fixed, run the "
+                    "suite again with --retry-failed"))
             for task_run in runs:
                 submitted = pending[task_run.id]
                 job, state = submitted.job, task_run.state
@@ -245,7 +254,10 @@ class TeamDispatcher:
     def _outcome(self, submitted: _Submitted, state: Any, context: JobContext) -> JobOutcome:
         job = submitted.job
         if not state.is_completed():
-            reason = f"the job's task run ended {state.type.value}: {state.message or 'no message'}"
+            message = state.message or "no message"
+            reason = (store_failure(message, "take the job's result") + "; when it answers, run the suite "
+                      "again with --retry-failed") if is_store_failure(message) else (
+                f"the job's task run ended {state.type.value}: {message}")
             return self._failed(submitted, context, reason)
         try:
             returned = state.result(raise_on_failure=False)
@@ -299,6 +311,25 @@ class _Submitted:
             return ""  # a heartbeat may not list it yet
         why = _dead_reason(last, now) if last is not None else ""
         return why or f"worker {self.holder or 'unknown'} no longer holds the job (it restarted or stopped)"
+
+
+# botocore's words for a request the object store did not answer (a timeout, a refused or reset
+# connection): every one names the store's "endpoint URL".
+_STORE_UNANSWERED = "endpoint URL"
+
+
+def is_store_failure(error: BaseException | str) -> bool:
+    """Whether a job's parameters or result failed to travel because the team's object store did not
+    answer (Prefect's result storage in the store: the cluster's remote-file-system block)."""
+    return bool(PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK.value()) and _STORE_UNANSWERED in str(error)
+
+
+def store_failure(error: BaseException | str, what: str) -> str:
+    """One sentence: the store, by its block, did not `what` within its retries (the block's bound)."""
+    text = str(error).strip().splitlines()
+    block = PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK.value()
+    return (f"the team's object store (Prefect block {block}) did not {what} within its retries "
+            f"({text[-1][:200] if text else type(error).__name__})")
 
 
 def _record_failure(job: Job, context: JobContext, reason: str) -> JobOutcome:

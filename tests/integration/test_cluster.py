@@ -320,6 +320,37 @@ def test_the_store_hanging_and_mlflow_restarting_mid_suite_lose_no_record(
     assert all("predictions.csv" in j["files"] for j in jobs), jobs  # the artifacts made it to the store
 
 
+@pytest.mark.heavy  # about two minutes, most of them waiting out the store's bound
+def test_a_store_hung_past_its_bound_fails_the_suite_in_one_sentence_and_a_rerun_completes(
+        hosts: cluster.ClusterSettings) -> None:
+    """The object store frozen for longer than its clients wait (the result-storage block's bound, 50
+    to 80 s: ops/cluster.py, save_result_block): the suite cannot hand its first job's parameters to
+    the store, says so in one sentence naming the store, and records nothing; with the store back,
+    running the suite again resumes that execution and records each job once, `ok`."""
+    assert cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=True) >= 2
+    try:
+        started = time.monotonic()
+        suite = _suite(hosts, "--new", "--frameworks", "constant", "--folds", "2")
+        output, _ = suite.communicate(timeout=400)
+        failed_after_s = time.monotonic() - started
+    finally:
+        cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=False)
+    print(f"store frozen: the suite failed after {failed_after_s:.0f} s: {output.strip().splitlines()[-1:]}")
+    assert suite.returncode != 0, output[-3000:]
+    said = " ".join(output.split())  # the console wraps long lines
+    assert "the team's object store (Prefect block" in said, output[-3000:]
+    assert "did not take its parameters within its retries" in said, output[-3000:]
+    assert "run the suite again" in said, output[-3000:]
+    assert _jobs(hosts)["jobs"] == [], "a job was recorded although none ran"
+
+    rerun = _suite(hosts, "--frameworks", "constant", "--folds", "2")  # resumes the execution
+    output, _ = rerun.communicate(timeout=400)
+    assert rerun.returncode == 0, output[-3000:]
+    jobs = _jobs(hosts)["jobs"]
+    assert len(jobs) == len({j["key"] for j in jobs}) == 2, jobs
+    assert {j["status"] for j in jobs} == {"ok"}, jobs
+
+
 def test_a_worker_whose_data_differs_from_the_pin_refuses_the_job_with_one_sentence(
         hosts: cluster.ClusterSettings) -> None:
     data = hosts.outside("cpu-a", "datasets", "penguins.csv")
