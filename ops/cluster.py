@@ -663,11 +663,12 @@ def save_result_block(settings: ClusterSettings, creds: dict[str, str]) -> None:
         "key": key, "secret": secret,
         "client_kwargs": {"endpoint_url": settings.s3_url, "region_name": S3_REGION,
                           "verify": str(settings.inside(TEAM_DIR, "ca.pem"))},
-        # The bound on a store that does not answer: s3fs tries a call 5 times, each waiting up to
-        # 10 s to connect or 15 s for an answer, so a job's parameters or result wait 50 to 80 s for a
-        # hung store, then fail with a sentence naming it (flows/team_dispatch.py, store_failure); a
-        # store frozen for 30 s is waited out. botocore retrying inside each of those tries too (5
-        # more each, by default) had made it minutes.
+        # The bound on a store that does not answer: s3fs tries each call 5 times, each try waiting
+        # up to 10 s to connect or 15 s for an answer: 50 to 80 s a call. Handing a job's parameters
+        # over takes three calls, and the suite stopped 148 s into a frozen store (the heavy cross-host
+        # test), with a sentence naming it (flows/team_dispatch.py, store_failure); a store frozen for
+        # 30 s is waited out. botocore retrying inside each of those tries too (5 more each, by
+        # default) would multiply it by five.
         "config_kwargs": {"connect_timeout": 10, "read_timeout": 15, "retries": {"max_attempts": 1}}})
     with temporary_settings({PREFECT_API_URL: settings.stack().prefect_api_url,
                              PREFECT_API_AUTH_STRING: creds[team_stack.PREFECT_AUTH_ENV],

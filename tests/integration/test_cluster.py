@@ -323,10 +323,10 @@ def test_the_store_hanging_and_mlflow_restarting_mid_suite_lose_no_record(
 @pytest.mark.heavy  # about two minutes, most of them waiting out the store's bound
 def test_a_store_hung_past_its_bound_fails_the_suite_in_one_sentence_and_a_rerun_completes(
         hosts: cluster.ClusterSettings) -> None:
-    """The object store frozen for longer than its clients wait (the result-storage block's bound, 50
-    to 80 s: ops/cluster.py, save_result_block): the suite cannot hand its first job's parameters to
-    the store, says so in one sentence naming the store, and records nothing; with the store back,
-    running the suite again resumes that execution and records each job once, `ok`."""
+    """The object store frozen for longer than its clients wait (50 to 80 s a call, the result-storage
+    block's bound: ops/cluster.py, save_result_block): the suite cannot hand its first job's
+    parameters to the store, says so in one sentence naming the store, and records nothing; with the
+    store back, running the suite again resumes that execution and records each job once, `ok`."""
     assert cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=True) >= 2
     try:
         started = time.monotonic()
