@@ -314,7 +314,7 @@ class ServingEvaluation(PostJobEvaluation):
                 problems.append((name, outcome.status, outcome.reason))
         status, reason = _overall(settings, problems)
         if settings.canary is not None:
-            canary = _serve_canary(context, settings, settings.canary, stacks[settings.stacks[0]],
+            canary = serve_canary(context, settings, settings.canary, stacks[settings.stacks[0]],
                                    folder / CANARY_DIR, server_cores, load_cores)
             metrics.update(canary.metrics)
             info["canary"] = canary.info
@@ -342,7 +342,7 @@ def _overall(settings: ServingSettings, problems: list[tuple[str, str, str]]) ->
     return status, "; ".join(f"{name}: {what} ({why.splitlines()[0]})" for name, what, why in problems)
 
 
-def _serve_canary(context: EvaluationContext, settings: ServingSettings, canary: CanarySettings,
+def serve_canary(context: EvaluationContext, settings: ServingSettings, canary: CanarySettings,
                   stack: ServingStack, folder: Path, server_cores: list[int],
                   load_cores: list[int]) -> StackOutcome:
     """Both versions on `stack`, the router in front; the closed-loop ladder against the router, and

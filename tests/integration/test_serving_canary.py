@@ -12,7 +12,10 @@ import pytest
 from jobs_support.tiny_project import make_project
 from pydantic import ValidationError
 
-from tasks.evaluations.serving import ServingSettings
+from tasks.evaluations._scoring_server import is_listening
+from tasks.evaluations.base import EvaluationContext
+from tasks.evaluations.serving import ServingSettings, serve_canary
+from tasks.evaluations.stacks import all_stacks
 from tasks.evaluations.stage import run_evaluations
 from tasks.jobs import run_job
 from tasks.plan import Job
@@ -49,11 +52,18 @@ def test_the_canary_gets_its_share_and_both_versions_are_measured(project: dict[
                                                                   tmp_path: Path) -> None:
     spec = project["binary"]
     _job(spec, tmp_path, "hgb")  # the second version: a job of the same suite, dataset and fold
-    job, job_dir, result = _job(spec, tmp_path, "constant")
-    outcome = _serve(job, spec, job_dir, result, {"share": SHARE, "model": "hgb"})
-    assert outcome["status"] == "ok", outcome["reason"]
-    assert outcome["tags"]["serving_canary"] == "ok"
-    metrics = outcome["metrics"]
+    job, job_dir, _ = _job(spec, tmp_path, "constant")
+    folder = job_dir / "evaluations" / "serving"
+    settings = ServingSettings(enabled=True, concurrency=[2], duration_s=1.5, max_requests=100,
+                               search_steps=0, startup_timeout_s=90, time_s=200,
+                               canary={"share": SHARE, "model": "hgb"})
+    assert settings.canary is not None
+    context = EvaluationContext(job=job, spec=spec, job_dir=job_dir, folder=folder, settings=settings,
+                                cores=[])
+    outcome = serve_canary(context, settings, settings.canary, all_stacks()["mlflow"], folder / "canary",
+                           [], [])
+    assert outcome.status == "ok", outcome.reason
+    metrics = outcome.metrics
     routed = metrics["serve_canary_requests"] + metrics["serve_canary_primary_requests"]
     assert routed >= 40  # warm-up and the closed-loop step, all through the one address
     assert abs(metrics["serve_canary_share_routed"] - SHARE) < 0.15
@@ -62,8 +72,8 @@ def test_the_canary_gets_its_share_and_both_versions_are_measured(project: dict[
         assert metrics[f"{prefix}_error_rate"] == 0
     # The constant model predicts one class; hgb tells some rows apart.
     assert 0 < metrics["serve_canary_agreement"] < 1
-    print({k: round(v, 3) for k, v in metrics.items() if "canary" in k})
-    assert "serve_c2_p99_ms" in metrics  # the primary's own figures stand beside the canary's
+    assert outcome.info["agreement_rows"] > 0 and outcome.info["job"] == "tiny_binary/hgb/fold0/seed0"
+    assert not is_listening(outcome.info["router_port"])  # the router was stopped
 
 
 def test_a_canary_model_that_is_not_there_is_named_with_what_to_do(project: dict[str, DatasetSpec],
@@ -76,6 +86,7 @@ def test_a_canary_model_that_is_not_there_is_named_with_what_to_do(project: dict
         "serving.canary.model rf names no saved model: its job (tiny_binary/rf/fold0/seed0) has no finished "
         "folder at ")
     assert "run that job in this suite first, or give the path of a finished job folder" in outcome["reason"]
+    # The primary's own figures stand.
     assert "serve_c2_p99_ms" in outcome["metrics"]
 
 
