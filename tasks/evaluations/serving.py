@@ -250,24 +250,25 @@ class ServingEvaluation(PostJobEvaluation):
             unit="MB", higher_is_better=False, compared="cost", reported=True),
         Figure("serve_canary_share_routed", "share of the requests to the canary's one address that its "
                                             "router sent to the second version (serving.canary.share asked)",
-            "share"),
+            "share", reported=True),
         Figure("serve_canary_agreement", "share of a test-fold sample both versions predict alike (labels "
                                          "equal; values within 1%), each scoring it directly",
-            unit="share", higher_is_better=True),
+            unit="share", higher_is_better=True, reported=True),
         Figure("serve_canary_primary_p50_ms", "median latency of the primary version behind the canary's "
                                               "router, as the router saw its answers, ms",
-            unit="ms", higher_is_better=False),
+            unit="ms", higher_is_better=False, reported=True),
         Figure("serve_canary_primary_p99_ms", "p99 latency of the primary version behind the router, ms",
-            unit="ms", higher_is_better=False),
+            unit="ms", higher_is_better=False, reported=True),
         Figure("serve_canary_primary_error_rate", "share of the primary version's routed requests that "
-                                                  "failed", unit="share", higher_is_better=False),
+                                                  "failed",
+            unit="share", higher_is_better=False, reported=True),
         Figure("serve_canary_primary_requests", "requests the router sent to the primary version"),
         Figure("serve_canary_p50_ms", "median latency of the canary (second) version behind the router, ms",
-            unit="ms", higher_is_better=False),
+            unit="ms", higher_is_better=False, reported=True),
         Figure("serve_canary_p99_ms", "p99 latency of the canary version behind the router, ms",
-            unit="ms", higher_is_better=False),
+            unit="ms", higher_is_better=False, reported=True),
         Figure("serve_canary_error_rate", "share of the canary version's routed requests that failed",
-            unit="share", higher_is_better=False),
+            unit="share", higher_is_better=False, reported=True),
         Figure("serve_canary_requests", "requests the router sent to the canary version"),
         Figure("serve_STACK_FIGURE", "a serve_FIGURE above measured on a stack other than mlflow "
                                      "(serving.stacks), e.g. serve_onnxruntime_c1_p99_ms"),
