@@ -218,12 +218,12 @@ def section(jobs: pd.DataFrame, folder: Path,
                   "(open_loop: locust); on_front = no framework has both a higher result and a higher "
                   "rate.", "", table_markdown(points), ""]
     captions = {
-        "stacks": "Stacks: the same model behind each serving stack (serving.stacks), after each answered "
-                  "the test fold as the model does in process. cold_start_s: server start to its first answer; "
-                  "server_peak_rss_mb and server_cpu_s_per_1k: its process tree over the whole load; "
-                  "cores_per_100_qps: the cores its CPU seconds per 1,000 requests keep busy at 100 QPS (the "
-                  "stack's cost per 100 QPS). best = the highest rate at the SLO, then the fewest cores per "
-                  "100 QPS, then the lowest median latency at one user.",
+        "stacks": "Stacks: the same model behind each serving stack (serving.stacks), after each "
+                  "answered the test fold as the model does in process. cold_start_s: server start to its "
+                  "first answer; server_peak_rss_mb and server_cpu_s_per_1k: its process tree over the "
+                  "whole load; cores_per_100_qps: the cores its CPU seconds per 1,000 requests keep busy at "
+                  "100 QPS (the stack's cost per 100 QPS). best = the highest rate at the SLO, then the "
+                  "fewest cores per 100 QPS, then the lowest median latency at one user.",
         "canary": "Canary: the model (primary) and a second version behind one address (serving.canary); "
                   "share_routed: the share the router sent to the second version; each version's latency "
                   "as the router saw its answers, ms; agreement: the share of a test-fold sample both "
