@@ -12,6 +12,7 @@ import pytest
 from jobs_support.tiny_project import make_project
 from pydantic import ValidationError
 
+from tasks.evaluations._canary import CanaryNotFound, canary_context
 from tasks.evaluations._scoring_server import is_listening
 from tasks.evaluations.base import EvaluationContext
 from tasks.evaluations.serving import ServingSettings, serve_canary
@@ -95,3 +96,18 @@ def test_a_share_outside_zero_and_one_is_refused_naming_the_field(share: float) 
     with pytest.raises(ValidationError, match=r"serving\.canary\.share .* is not a share of the requests; "
                                               r"give a number between 0 and 1"):
         ServingSettings(enabled=True, canary={"share": share, "model": "hgb"})
+
+
+def test_a_canary_folder_without_a_saved_model_is_named_with_what_to_do(project: dict[str, DatasetSpec],
+                                                                         tmp_path: Path) -> None:
+    spec = project["binary"]
+    job = Job("canary", spec.name, "v0", "constant", None, 0, 0, BUDGET, {})
+    settings = ServingSettings(enabled=True)
+    context = EvaluationContext(job=job, spec=spec, job_dir=tmp_path / "runs" / job.key, folder=tmp_path,
+                                settings=settings, cores=[])
+    empty = tmp_path / "kept" / "job"
+    empty.mkdir(parents=True)
+    expected = (rf"^serving\.canary\.model {empty} is no job folder with a saved model \(.*framework\.json "
+                r"is missing\); give the folder of a finished job, or a framework id such as hgb@1\.5\.2")
+    with pytest.raises(CanaryNotFound, match=expected):
+        canary_context(context, str(empty), tmp_path / "canary")
