@@ -20,6 +20,10 @@ the test fold agree with the model's in process; besides the load figures, each 
 start to the first answer and its server tree's CPU seconds per 1,000 requests and peak RSS over the
 whole load (psutil, sampled on a thread of this process).
 
+With ``serving.canary`` the model and a second version share one address behind a router, for
+a share of the requests each (tasks/evaluations/_canary.py): both versions' latency and errors, and
+how often they predict alike.
+
 With two or more cores the load runs on the job's last core and the server on the others; with
 one core both share it (``info.load_placement`` says which).
 """
