@@ -20,6 +20,10 @@ the test fold agree with the model's in process; besides the load figures, each 
 start to the first answer and its server tree's CPU seconds per 1,000 requests and peak RSS over the
 whole load (psutil, sampled on a thread of this process).
 
+With ``serving.canary`` the model and a second version share one address behind a router, for
+a share of the requests each (tasks/evaluations/_canary.py): both versions' latency and errors, and
+how often they predict alike.
+
 With two or more cores the load runs on the job's last core and the server on the others; with
 one core both share it (``info.load_placement`` says which).
 """
@@ -33,6 +37,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -42,6 +47,15 @@ import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from tasks.child_process import die_with_parent, error_tail
+from tasks.evaluations._canary import (
+    CANARY_DIR,
+    CanaryNotFound,
+    CanarySettings,
+    RouterServer,
+    agreement,
+    canary_context,
+    version_metrics,
+)
 from tasks.evaluations._loadgen_search import LOADGEN_DIR, LOADGEN_RESULT, SUMMARY_FILE
 from tasks.evaluations._scoring_server import SERVER_LOG, ScoringServer, ServingFailure
 from tasks.evaluations._serving_load import CSV_DIR, HISTORY_CSV, LOAD_RESULT
@@ -110,6 +124,9 @@ class ServingSettings(EvaluationSettings):
     # max_batch_time_ms after its first) are answered by one call of the model. 1: each alone.
     max_batch_size: int = Field(default=1, ge=1, le=1024)
     max_batch_time_ms: float = Field(default=5.0, ge=0)
+    # A second model version behind the same address, for a share of the requests (a grey release):
+    # both versions' latency and errors, and how often they predict alike (tasks/evaluations/_canary.py).
+    canary: CanarySettings | None = None
 
     @field_validator("stacks")
     @classmethod
@@ -150,11 +167,12 @@ class ServingSettings(EvaluationSettings):
         needed = self.planned_s()
         if needed > self.time_s:
             step_s = max_duration_s if self.open_loop == "loadgen" else self.duration_s
+            canary = " and the canary's ladder" if self.canary is not None else ""
             raise ValueError(
                 f"time_s {self.time_s} is too short for the plan: {len(self.stacks)} stack(s) x "
                 f"(startup_timeout_s {self.startup_timeout_s:g} + {len(self.concurrency)} closed-loop steps "
                 f"of duration_s {self.duration_s:g} + {self.open_steps()} open-loop steps of up to "
-                f"{step_s:g} s) need about {math.ceil(needed)} s; raise time_s or shorten the steps")
+                f"{step_s:g} s){canary} need about {math.ceil(needed)} s; raise time_s or shorten the steps")
         return self
 
     def loadgen_limits(self) -> tuple[float, int, float]:
@@ -175,7 +193,9 @@ class ServingSettings(EvaluationSettings):
         step_s = self.loadgen_limits()[2] if self.open_loop == "loadgen" else self.duration_s
         one_stack = (self.startup_timeout_s + WARMUP_S + len(self.concurrency) * self.duration_s
                      + self.open_steps() * (step_s + self.drain_s()))
-        return len(self.stacks) * one_stack
+        canary_s = (self.startup_timeout_s + WARMUP_S + len(self.concurrency) * self.duration_s
+                    if self.canary is not None else 0.0)
+        return len(self.stacks) * one_stack + canary_s
 
 
 def step_metric(users: int, figure: str) -> str:
@@ -232,6 +252,28 @@ class ServingEvaluation(PostJobEvaluation):
             unit="s", higher_is_better=False, compared="cost", reported=True),
         Figure("serve_server_peak_rss_mb", "the server process tree's peak RSS over the whole load, MB",
             unit="MB", higher_is_better=False, compared="cost", reported=True),
+        Figure("serve_canary_share_routed", "share of the requests to the canary's one address that its "
+                                            "router sent to the second version (serving.canary.share asked)",
+            "share", reported=True),
+        Figure("serve_canary_agreement", "share of a test-fold sample both versions predict alike (labels "
+                                         "equal; values within 1%), each scoring it directly",
+            unit="share", higher_is_better=True, reported=True),
+        Figure("serve_canary_primary_p50_ms", "median latency of the primary version behind the canary's "
+                                              "router, as the router saw its answers, ms",
+            unit="ms", higher_is_better=False, reported=True),
+        Figure("serve_canary_primary_p99_ms", "p99 latency of the primary version behind the router, ms",
+            unit="ms", higher_is_better=False, reported=True),
+        Figure("serve_canary_primary_error_rate", "share of the primary version's routed requests that "
+                                                  "failed",
+            unit="share", higher_is_better=False, reported=True),
+        Figure("serve_canary_primary_requests", "requests the router sent to the primary version"),
+        Figure("serve_canary_p50_ms", "median latency of the canary (second) version behind the router, ms",
+            unit="ms", higher_is_better=False, reported=True),
+        Figure("serve_canary_p99_ms", "p99 latency of the canary version behind the router, ms",
+            unit="ms", higher_is_better=False, reported=True),
+        Figure("serve_canary_error_rate", "share of the canary version's routed requests that failed",
+            unit="share", higher_is_better=False, reported=True),
+        Figure("serve_canary_requests", "requests the router sent to the canary version"),
         Figure("serve_STACK_FIGURE", "a serve_FIGURE above measured on a stack other than mlflow "
                                      "(serving.stacks), e.g. serve_onnxruntime_c1_p99_ms"),
     )
@@ -240,6 +282,8 @@ class ServingEvaluation(PostJobEvaluation):
                                "parity failed | failed",
         "serving_stack.STACK.reason": "why a stack was skipped, failed parity (the largest difference) or "
                                       "failed",
+        "serving_canary": "the canary's outcome (serving.canary): ok | skipped | failed",
+        "serving_canary.reason": "why the canary was skipped or failed (e.g. its model was not found)",
     }
     grace_s = LOAD_GRACE_S
 
@@ -273,19 +317,82 @@ class ServingEvaluation(PostJobEvaluation):
             if outcome.status != "ok":
                 tags[f"serving_stack.{name}.reason"] = outcome.reason.splitlines()[0][:500]
                 problems.append((name, outcome.status, outcome.reason))
-        if len(settings.stacks) == 1 and problems:  # one stack: its outcome is the evaluation's
-            _, outcome_status, reason = problems[0]
-            only: EvaluationStatus = ("ok" if outcome_status == "skipped" else
-                                      "partial" if outcome_status == "partial" else "failed")
-            return EvaluationResult(status=only, reason=reason, metrics=metrics, files=files, info=info,
-                                    tags=tags)
-        broken = [name for name, what, _ in problems if what in ("failed", "parity failed")]
-        noted = [name for name, what, _ in problems if what != "skipped"]
-        every_stack_broke = len(broken) == len(settings.stacks)
-        status: EvaluationStatus = "failed" if every_stack_broke else "partial" if noted else "ok"
-        reason = "; ".join(f"{name}: {what} ({why.splitlines()[0]})" for name, what, why in problems)
+        status, reason = _overall(settings, problems)
+        if settings.canary is not None:
+            canary = serve_canary(context, settings, settings.canary, stacks[settings.stacks[0]],
+                                   folder / CANARY_DIR, server_cores, load_cores)
+            metrics.update(canary.metrics)
+            info["canary"] = canary.info
+            tags["serving_canary"] = canary.status
+            if canary.status != "ok":  # the primary's figures stand; the canary's reason joins theirs
+                tags["serving_canary.reason"] = canary.reason.splitlines()[0][:500]
+                status = "partial" if status == "ok" else status
+                reason = "; ".join(part for part in (reason, f"canary: {canary.status} ({canary.reason})")
+                                   if part)
         return EvaluationResult(status=status, reason=reason, metrics=metrics, files=files, info=info,
                                 tags=tags)
+
+
+def _overall(settings: ServingSettings, problems: list[tuple[str, str, str]]) -> tuple[EvaluationStatus, str]:
+    """The evaluation's status and reason from its stacks' outcomes."""
+    if len(settings.stacks) == 1 and problems:  # one stack: its outcome is the evaluation's
+        _, outcome_status, reason = problems[0]
+        only: EvaluationStatus = ("ok" if outcome_status == "skipped" else
+                                  "partial" if outcome_status == "partial" else "failed")
+        return only, reason
+    broken = [name for name, what, _ in problems if what in ("failed", "parity failed")]
+    noted = [name for name, what, _ in problems if what != "skipped"]
+    every_stack_broke = len(broken) == len(settings.stacks)
+    status: EvaluationStatus = "failed" if every_stack_broke else "partial" if noted else "ok"
+    return status, "; ".join(f"{name}: {what} ({why.splitlines()[0]})" for name, what, why in problems)
+
+
+def serve_canary(context: EvaluationContext, settings: ServingSettings, canary: CanarySettings,
+                  stack: ServingStack, folder: Path, server_cores: list[int],
+                  load_cores: list[int]) -> StackOutcome:
+    """Both versions on `stack`, the router in front; the closed-loop ladder against the router, and
+    a sample of the test fold scored by each version directly for their agreement."""
+    try:
+        other = canary_context(context, canary.model, folder / "canary")
+        servers = []
+        for version, version_context in (("primary", context), ("canary", other)):
+            (folder / version).mkdir(parents=True, exist_ok=True)
+            server = stack.server(version_context, folder / version, server_cores, settings.startup_timeout_s)
+            server.request_path = stack.request_path
+            server.details["version"] = version
+            servers.append(server)
+    except CanaryNotFound as exc:
+        return StackOutcome("failed", str(exc))
+    except (NotOffered, StackNotInstalled) as exc:
+        return StackOutcome("skipped", f"the canary cannot be served on the {stack.name} stack: {exc}")
+    primary, second = servers
+    (folder / "router").mkdir(parents=True, exist_ok=True)
+    router = RouterServer(folder / "router", workers=1, cores=server_cores, log_dir=folder / "router",
+                          healthcheck_s=settings.startup_timeout_s)
+    router.upstreams, router.share = (primary.url, second.url), canary.share
+    router.request_path = stack.request_path
+    info: dict[str, Any] = {"model": canary.model, "job": other.job.label, "job_dir": str(other.job_dir),
+                            "share": canary.share, "stack": stack.name, "router_port": router.port}
+    metrics: dict[str, float] = {}
+    try:
+        with primary, second, router:
+            for server in (primary, second, router):
+                server.start()
+            for server in (primary, second, router):
+                server.wait_until_up(settings.startup_timeout_s)
+            body_of = lambda rows: stack.body(_client_rows(rows))  # noqa: E731 - one line, used once
+            metrics["serve_canary_agreement"], rows = agreement(stack, primary, second, context,
+                                                                canary.sample_rows, body_of)
+            info["agreement_rows"] = rows
+            _write_bodies(context, stack, folder / "router" / BODIES_FILE)
+            ladder = settings.model_copy(update={"search_steps": 0, "open_loop": "locust"})
+            load = _run_load(context, ladder, router, load_cores, folder / "router")
+            info["steps"] = load["steps"]
+            with urllib.request.urlopen(f"{router.url}/stats", timeout=10) as answer:
+                metrics.update(version_metrics(json.loads(answer.read())))
+    except ServingFailure as failure:
+        return StackOutcome("failed", str(failure), metrics, info)
+    return StackOutcome("ok", "", {k: v for k, v in metrics.items() if math.isfinite(v)}, info)
 
 
 @dataclass

@@ -8,6 +8,8 @@ highest rate held within the SLO (tasks/evaluations/serving.py records the figur
 - the stacks: where a model was served by more than one stack (serving.stacks), each stack's median
   latency at one user, highest rate at the SLO, cold start to first answer, peak RSS, CPU seconds per
   1,000 requests and the cost that makes per 100 QPS (cores busy), and the best stack per model;
+- the canary: where a model shared its address with a second version (serving.canary), the share
+  the second version got, both versions' p50/p99 and error rate, and how often they agreed;
 - the open loops not judged: a served job without `serve_max_qps_at_slo`, with the evaluation's
   reason (LoadGen could not judge its rates in the time given), instead of a rate of 0.
 """
@@ -38,6 +40,13 @@ STACK_FIGURE = re.compile(rf"^serve_(?:([a-z0-9]+)_)?({'|'.join(STACK_FIGURES)})
 # Cores busy per 100 QPS from CPU seconds per 1,000 requests: 100 requests a second cost a tenth of them.
 CORES_PER_100_QPS = "cores_per_100_qps"
 DEFAULT_STACK = "mlflow"  # tasks.evaluations.serving.DEFAULT_STACK (reports read figures, not evaluations)
+# The canary's figures (serving.canary), as the report's table names them.
+CANARY_FIGURES = {
+    "serve_canary_share_routed": "share_routed", "serve_canary_agreement": "agreement",
+    "serve_canary_primary_p50_ms": "primary_p50_ms", "serve_canary_primary_p99_ms": "primary_p99_ms",
+    "serve_canary_primary_error_rate": "primary_error_rate", "serve_canary_p50_ms": "canary_p50_ms",
+    "serve_canary_p99_ms": "canary_p99_ms", "serve_canary_error_rate": "canary_error_rate",
+}
 LOAD_COLUMNS = ["dataset", "framework", "concurrency", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "rps",
                 "error_rate", "jobs"]
 
@@ -123,6 +132,22 @@ def stack_table(jobs: pd.DataFrame) -> pd.DataFrame:
     return table[["dataset", "framework", "stack", *STACK_FIGURES, CORES_PER_100_QPS, "best"]]
 
 
+def canary_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """dataset, framework (the primary's) and the canary's figures, means over the ok jobs that had a
+    canary; empty when none had."""
+    present = [name for name in CANARY_FIGURES if name in jobs.columns]
+    if not present:
+        return pd.DataFrame()
+    ok = jobs[jobs["ok"]]
+    values = ok[present].apply(pd.to_numeric, errors="coerce")
+    had = ok[values.notna().any(axis=1)]
+    if had.empty:
+        return pd.DataFrame()
+    frame = had[["dataset", "framework"]].join(values.loc[had.index])
+    table = frame.groupby(["dataset", "framework"], as_index=False).mean()
+    return table.rename(columns=CANARY_FIGURES)
+
+
 def latency_throughput_figure(table: pd.DataFrame, slo_ms: float | None, path: Path) -> Path:
     """Per dataset, p99 latency (log) against achieved requests/s, one line per framework."""
     datasets = sorted(table["dataset"].unique())
@@ -192,16 +217,22 @@ def section(jobs: pd.DataFrame, folder: Path,
                   "minimum duration, query count and early stopping applied), or the Locust search's "
                   "(open_loop: locust); on_front = no framework has both a higher result and a higher "
                   "rate.", "", table_markdown(points), ""]
-    stacks = stack_table(jobs)
-    if not stacks.empty:
-        stacks.to_csv(folder / "serving_stacks.csv", index=False)
-        lines += ["Stacks: the same model behind each serving stack (serving.stacks), after each answered "
-                  "the test fold as the model does in process. cold_start_s: server start to its first "
-                  "answer; server_peak_rss_mb and server_cpu_s_per_1k: its process tree over the whole "
-                  "load; cores_per_100_qps: the cores its CPU seconds per 1,000 requests keep busy at "
+    captions = {
+        "stacks": "Stacks: the same model behind each serving stack (serving.stacks), after each "
+                  "answered the test fold as the model does in process. cold_start_s: server start to its "
+                  "first answer; server_peak_rss_mb and server_cpu_s_per_1k: its process tree over the "
+                  "whole load; cores_per_100_qps: the cores its CPU seconds per 1,000 requests keep busy at "
                   "100 QPS (the stack's cost per 100 QPS). best = the highest rate at the SLO, then the "
-                  "fewest cores per 100 QPS, then the lowest median latency at one user.", "",
-                  table_markdown(stacks), ""]
+                  "fewest cores per 100 QPS, then the lowest median latency at one user.",
+        "canary": "Canary: the model (primary) and a second version behind one address (serving.canary); "
+                  "share_routed: the share the router sent to the second version; each version's latency "
+                  "as the router saw its answers, ms; agreement: the share of a test-fold sample both "
+                  "versions predict alike.",
+    }
+    for name, part in (("stacks", stack_table(jobs)), ("canary", canary_table(jobs))):
+        if not part.empty:
+            part.to_csv(folder / f"serving_{name}.csv", index=False)
+            lines += [captions[name], "", table_markdown(part), ""]
     unjudged = not_judged(jobs)
     if unjudged:
         lines += ["Open loop without a highest rate (not a rate of 0: the load could not judge it):", "",

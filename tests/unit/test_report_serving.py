@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tasks.report import jobs as job_table
 from tasks.report.compare import compare
-from tasks.report.serving import load_table, qps_front, section, stack_table
+from tasks.report.serving import canary_table, load_table, qps_front, section, stack_table
 
 
 def _runs(qps: dict[str, float], p99_scale: float = 1.0, seeds: tuple[int, ...] = (0, 1, 2)) -> pd.DataFrame:
@@ -97,3 +98,20 @@ def test_the_stack_table_names_the_best_stack_per_model() -> None:
     assert cores[("hgb", "mlflow")] == 2.0 and cores[("hgb", "onnxruntime")] == 0.4
     assert table.set_index(["framework", "stack"])["cold_start_s"][("hgb", "onnxruntime")] == 2.0
     assert stack_table(job_table.prepare(_runs(QPS))).empty  # one stack: nothing to compare
+
+
+def test_the_canary_table_gives_both_versions_and_their_agreement(tmp_path: Path) -> None:
+    runs = _runs(QPS)
+    hgb = runs["framework"] == "hgb"
+    runs.loc[hgb, "serve_canary_share_routed"] = [0.08, 0.1, 0.12]
+    runs.loc[hgb, "serve_canary_agreement"] = 0.9
+    runs.loc[hgb, "serve_canary_p99_ms"], runs.loc[hgb, "serve_canary_primary_p99_ms"] = 30.0, 10.0
+    jobs = job_table.prepare(runs)
+    table = canary_table(jobs)
+    assert table["framework"].tolist() == ["hgb"]  # only the model that had a canary
+    row = table.iloc[0]
+    assert row["share_routed"] == pytest.approx(0.1) and row["agreement"] == 0.9
+    assert (row["canary_p99_ms"], row["primary_p99_ms"]) == (30.0, 10.0)
+    lines, _ = section(jobs, tmp_path, lambda frame: frame.to_string())
+    assert any(line.startswith("Canary: ") for line in lines) and (tmp_path / "serving_canary.csv").is_file()
+    assert canary_table(job_table.prepare(_runs(QPS))).empty
