@@ -6,7 +6,8 @@ pytabkit's single-model classes have no time limit of their own (only its ensemb
 over `n_epochs` (256), TabM trains until 16 epochs without improvement on its validation split. So
 the adapter measures an epoch first, with two short fits of the same seeded model (1 and 2 epochs:
 their difference is one epoch, the rest the fixed part, preprocessing and set-up), then gives the fit
-the epochs the remaining time pays for, at most the framework's own. RealMLP (Lightning) also takes
+the epochs the remaining time pays for, at most the framework's own (where that is no more than the
+second probe had, the second probe is the model). RealMLP (Lightning) also takes
 pytabkit's `time_to_fit_in_seconds` as a hard stop; TabM's loop takes none, so its cap is the epochs.
 
 Categorical columns go in as pandas categories of the levels fixed at fit time (pytabkit embeds or
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -191,14 +192,17 @@ class PytabkitAdapter(FrameworkAdapter):
         probes = []
         for epochs in PROBE_EPOCHS:
             probe_started = time.monotonic()
-            estimator_class(**{**options, "n_epochs": epochs}).fit(frame, target)
+            estimator = estimator_class(**{**options, "n_epochs": epochs}).fit(frame, target)
             probes.append(time.monotonic() - probe_started)
         plan = EpochPlan.measured(probes[0], probes[1], limit_s - (time.monotonic() - started), own_epochs)
-        estimator = estimator_class(**{**options, "n_epochs": plan.epochs})
-        fit_options: dict[str, Any] = {}
-        if self.honours_time_to_fit:
-            fit_options["time_to_fit_in_seconds"] = max(1, int(limit_s - (time.monotonic() - started)))
-        estimator.fit(frame, target, **fit_options)
+        if plan.epochs > PROBE_EPOCHS[-1] or own_epochs < PROBE_EPOCHS[-1]:
+            estimator = estimator_class(**{**options, "n_epochs": plan.epochs})
+            fit_options: dict[str, Any] = {}
+            if self.honours_time_to_fit:
+                fit_options["time_to_fit_in_seconds"] = max(1, int(limit_s - (time.monotonic() - started)))
+            estimator.fit(frame, target, **fit_options)
+        else:  # the time pays for no more epochs than the last probe had: that probe is the model
+            plan = replace(plan, epochs=PROBE_EPOCHS[-1])
         details: dict[str, Any] = {
             # TabM's early stopping may end it before its cap: its epochs are then a cap, not a count.
             ("max_epochs" if self.stops_early else "epochs"): plan.epochs, "own_epochs": own_epochs,
