@@ -1,6 +1,7 @@
-"""The frameworks that run in environments of their own (tpot, mljar, lightautoml, tabpfn) through the
-whole job path: the worker started with the environment's Python, the watchdog, the harness's scores,
-a model folder that says which environment made it. One dataset each, its tiny test settings.
+"""The frameworks that run in environments of their own (tpot, mljar, lightautoml, tabpfn, tabm,
+realmlp) through the whole job path: the worker started with the environment's Python, the watchdog,
+the harness's scores, a model folder that says which environment made it. One dataset each, its tiny
+test settings.
 
 Each is skipped, with its install command, where its environment is not installed (minutes of pip
 each: `automl-eval frameworks install NAME@VERSION`); tabpfn also where its weights are not in place.
@@ -27,7 +28,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 # The test settings bound each search (a few pipelines, models or algorithms); the time is a ceiling.
 BUDGET = Budget(name="tiny-env", time_s=120, cores=1, memory_mb=4096)
 CASES = [("tpot", "1.1.0", "binary"), ("mljar", "1.3.2", "multiclass"),
-         ("lightautoml", "0.4.2", "regression"), ("tabpfn", "2.2.1", "binary")]
+         ("lightautoml", "0.4.2", "regression"), ("tabpfn", "2.2.1", "binary"),
+         ("tabm", "1.7.3", "multiclass"), ("realmlp", "1.7.3", "regression")]
 
 
 @pytest.mark.parametrize(("framework", "version", "problem_type"), CASES,
