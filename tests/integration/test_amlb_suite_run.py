@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from openml_support.server import OpenMLFiles, OpenMLServer, TaskFiles
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]  # over a minute each: make test-heavy (CI)
 ROOT = Path(__file__).resolve().parents[2]
 AMLB_SAMPLE = ROOT / "tests" / "fixtures" / "amlb_results_sample.csv"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]  # over a minute each: make test-heavy (CI)
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = "compare_real"
 # The baseline's hgb fits long enough (400 rounds, no early stop) for its fitting stage to be sampled

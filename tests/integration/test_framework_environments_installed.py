@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from run_support.project import REPO_ROOT, add_suites, cli_env, executions, job_runs, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]  # over a minute each: make test-heavy (CI)
 
 OLD = "1.7.2"
 ENVIRONMENT = f"hgb@{OLD}"

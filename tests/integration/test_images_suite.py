@@ -22,7 +22,7 @@ from run_support.project import add_suites, client, executions, job_runs, run_cl
 
 from tasks.evaluations.robustness.images import IMAGE_CORRUPTIONS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]  # over a minute each: make test-heavy (CI)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES = [corruption.name for corruption in IMAGE_CORRUPTIONS]

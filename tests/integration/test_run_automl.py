@@ -22,7 +22,7 @@ from tasks.vocabulary import (
     SERIES_METRICS,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]  # over a minute each: make test-heavy (CI)
 
 SUITE = {"datasets": ["breast_cancer"], "frameworks": ["autogluon", "h2o"], "folds": 1, "budget": "tiny"}
 TINY = {"tiny": {"time_s": 10, "cores": 1, "memory_mb": 4096, "gpus": 0}}

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from run_support.project import add_suites, client, executions, job_runs, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]  # over a minute each: make test-heavy (CI)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEXT_ROWS = 240  # a slice of the reviews: fine-tuning, predicting and the latency calls stay short
