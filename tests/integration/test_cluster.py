@@ -327,6 +327,9 @@ def test_a_store_hung_past_its_bound_fails_the_suite_in_one_sentence_and_a_rerun
     block's bound: ops/cluster.py, save_result_block): the suite cannot hand its first job's
     parameters to the store, says so in one sentence naming the store, and records nothing; with the
     store back, running the suite again resumes that execution and records each job once, `ok`."""
+    # Both workers serving first: a worker starting while the store is frozen waits on its probe of the
+    # store and never comes online (this test may be the first on a fresh cluster: make test-heavy).
+    bench_cluster._wait_for_workers(hosts, set(cluster.WORKER_HOSTS))
     assert cluster.pause_parts(hosts, cluster.STORE_PARTS, paused=True) >= 2
     try:
         started = time.monotonic()
