@@ -114,7 +114,7 @@ def run_in_rounds(runner: Dispatcher, jobs: list[Job], runnable: list[Job],
                 if on_reopen is not None:
                     on_reopen(reopened)
         wanted = needs_more_folds(grid, settings.confidence, settings.decide, settings.rope,
-                                  max_folds if settings.futility else None) | reopened
+                                  max_folds if settings.futility else None, settings.top_k) | reopened
         if not wanted:
             break
     return RoundsRun(ran, round_number, len(wanted), reopened)

@@ -32,6 +32,17 @@ Decisions, over per-fold results (higher is better, paired by fold):
   if some dataset's race is). A framework that could not is out of contention: a race's pairs between
   two such frameworks get no more folds, since no verdict of theirs can change who leads.
 
+- top k, across datasets: which k frameworks rank best. A framework's rank on a fold of a dataset is
+  1 + the frameworks with a better result on that fold (+ half those within `rope` of it; a failed
+  fold ranks below every result); the fold's mean rank is its mean over the datasets. The ranking
+  is by the expected fold mean rank. Per pair of frameworks, the same confidence sequence runs on the
+  per-fold differences of their fold mean ranks (one value per fold, every dataset in it: the
+  datasets are independent, so the folds' values are independent draws, and averaging over datasets
+  makes them near normal). Its pairs use Bonferroni's `alpha / pairs`. A framework is in once it
+  is settled better than frameworks - k others, out once k others are settled better than it; the
+  decision is settled when every framework is in or out, and wrong only if some pair's interval is.
+  While it is open every cell gets the next fold: each framework's fold ranks take every result.
+
 Which cells get the next fold is decided per (dataset, framework) cell from the results seen so far.
 Each interval holds at every number of folds at once, so it holds at whatever fold a data-dependent
 rule stops its cells: stopping cells, races or pairs early keeps every error rate above.
@@ -55,8 +66,10 @@ PRIOR_EFFECT_VARIANCE = 10.0
 FUTILITY_SLACK = 1.5
 Verdict = Literal["better", "worse", "equivalent", "open"]
 # What a suite may ask to settle (its `adaptive.decide` list).
-Decision = Literal["pairwise", "best"]
-DECISIONS: tuple[Decision, ...] = ("pairwise", "best")
+Decision = Literal["pairwise", "best", "top_k"]
+DECISIONS: tuple[Decision, ...] = ("pairwise", "best", "top_k")
+DEFAULT_DECISIONS: tuple[Decision, ...] = ("pairwise", "best")  # top_k needs its k
+ACROSS = "(across datasets)"  # the `dataset` of a top-k pair: its folds pool every dataset
 
 FoldScores = Mapping[int, float]  # fold -> result (higher is better)
 Cell = tuple[str, str]  # (dataset, framework)
@@ -218,15 +231,101 @@ def best_across(races: Sequence[RaceOutcome]) -> BestAcross:
     return BestAcross(leader if settled else None, wins, open_datasets, settled, contenders)
 
 
+@dataclass(frozen=True)
+class TopK:
+    """The k frameworks of best expected fold mean rank, over the folds every cell has run."""
+
+    k: int
+    folds: int
+    mean_rank: dict[str, float]  # the fold mean rank averaged over those folds (1 is best)
+    top: tuple[str, ...]  # settled in the top k
+    out: tuple[str, ...]  # settled out of it
+    settled: bool
+    # Per pair, the sequence on second's fold mean rank minus first's: `better` is first ranking better.
+    pairs: tuple[PairOutcome, ...]
+
+    @property
+    def undecided(self) -> tuple[str, ...]:
+        return tuple(name for name in self.mean_rank if name not in self.top and name not in self.out)
+
+
+def pooled_folds(scores: Mapping[str, Mapping[str, FoldScores]]) -> int:
+    """How many folds the top k pools: the first n, n the fewest folds any cell has reached (a cell
+    without any result, every job failed, limits nothing). Below n a missing result is a failed job."""
+    reached = [max(by_fold) + 1 for by_framework in scores.values() for by_fold in by_framework.values()
+               if by_fold]
+    return min(reached, default=0)
+
+
+def _points(first: float | None, second: float | None, rope: float) -> float:
+    """first's share of a fold against second: 1 better (beyond the rope), 0.5 equal, 0 worse; a
+    failed fold (None) loses to any result."""
+    if first is None or second is None:
+        return 0.5 if first is None and second is None else float(first is not None)
+    if abs(first - second) <= rope:
+        return 0.5
+    return float(first > second)
+
+
+def fold_mean_ranks(scores: Mapping[str, Mapping[str, FoldScores]], names: Sequence[str], fold: int,
+                    rope: float = 0.0) -> dict[str, float]:
+    """Each framework's rank on this fold (1 + better results + half the equal ones), averaged over
+    the datasets."""
+    totals = dict.fromkeys(names, 0.0)
+    for by_framework in scores.values():
+        results = {name: by_framework.get(name, {}).get(fold) for name in names}
+        for name in names:
+            totals[name] += 1.0 + sum(1.0 - _points(results[name], results[other], rope)
+                                      for other in names if other != name)
+    return {name: total / max(1, len(scores)) for name, total in totals.items()}
+
+
+def top_k(scores: Mapping[str, Mapping[str, FoldScores]], k: int, confidence: float,
+          rope: float = 0.0) -> TopK:
+    """Which k frameworks rank best across datasets, at `confidence` for the decision as a whole."""
+    names = sorted({name for by_framework in scores.values() for name in by_framework})
+    folds = pooled_folds(scores)
+    per_fold = [fold_mean_ranks(scores, names, fold, rope) for fold in range(folds)]
+    mean_rank = {name: math.fsum(ranks[name] for ranks in per_fold) / folds if folds else math.nan
+                 for name in names}
+    alpha = (1.0 - confidence) / max(1, len(names) * (len(names) - 1) // 2)
+    pairs = []
+    for first, second in combinations(names, 2):
+        bounds = interval([ranks[second] - ranks[first] for ranks in per_fold], alpha)
+        pairs.append(PairOutcome(ACROSS, first, second, verdict_of(bounds, 0.0), bounds, alpha))
+    below = dict.fromkeys(names, 0)  # how many frameworks each is settled better than
+    above = dict.fromkeys(names, 0)  # how many are settled better than it
+    for pair in pairs:
+        if pair.verdict in ("better", "worse"):
+            ahead = pair.verdict == "better"
+            below[pair.first if ahead else pair.second] += 1
+            above[pair.second if ahead else pair.first] += 1
+    top = tuple(name for name in names if below[name] >= len(names) - k)
+    out = tuple(name for name in names if above[name] >= k)
+    return TopK(k, folds, mean_rank, top, out, len(top) + len(out) == len(names), tuple(pairs))
+
+
+def _top_k_wants_folds(outcome: TopK, max_folds: int | None) -> bool:
+    """Open, and (with `max_folds`, futility) some open pair of an undecided framework could settle."""
+    if outcome.settled:
+        return False
+    undecided = set(outcome.undecided)
+    return any(not pair.settled and {pair.first, pair.second} & undecided and pair.could_settle_by(max_folds)
+               for pair in outcome.pairs)
+
+
 def needs_more_folds(scores: Mapping[str, Mapping[str, FoldScores]], confidence: float,
                      decide: Sequence[str], rope: float = 0.0,
-                     max_folds: int | None = None) -> set[Cell]:
+                     max_folds: int | None = None, k: int | None = None) -> set[Cell]:
     """The (dataset, framework) cells that an open decision still needs: both frameworks of an open
     pair (pairwise), or of an open pair within an open race while the best across datasets is open,
-    one of them still in contention for it (best); with `max_folds`, only pairs that folds up to it
-    could still settle. Each cell is decided on its own: a framework whose every comparison on a
-    dataset is settled stops there while it runs on others."""
+    one of them still in contention for it (best), or every cell while the top `k` is open (top_k);
+    with `max_folds`, only pairs that folds up to it could still settle. Each cell is decided on its
+    own: a framework whose every comparison on a dataset is settled stops there while it runs on others."""
     wanted: set[Cell] = set()
+    if "top_k" in decide and k is not None and _top_k_wants_folds(top_k(scores, k, confidence, rope),
+                                                                    max_folds):
+        wanted |= {(dataset, name) for dataset, by_framework in scores.items() for name in by_framework}
     races = [race(dataset, by_framework, confidence, rope) for dataset, by_framework in scores.items()]
     if "pairwise" in decide:
         for dataset, by_framework in scores.items():
@@ -264,6 +363,7 @@ class Rounds:
     races: list[RaceOutcome]
     best: BestAcross
     rounds: int
+    top: TopK | None = None  # with `k`: the top k across datasets
 
     @property
     def jobs(self) -> int:
@@ -280,18 +380,19 @@ def visible(grid: Grid, folds: Mapping[Cell, int]) -> dict[str, dict[str, dict[i
 
 def play_rounds(grid: Grid, *, confidence: float, min_folds: int, max_folds: int,
                 decide: Sequence[str], rope: float = 0.0, futility: bool = False,
-                reopened: Collection[Cell] = ()) -> Rounds:
+                reopened: Collection[Cell] = (), k: int | None = None) -> Rounds:
     """Replay the rounds a run makes on a grid already run: every cell gets `min_folds` folds, then
     one more fold per round while an open decision needs it (and, with `futility`, could still be
     settled by `max_folds`), up to `max_folds`. `reopened` cells (a regression since the previous
-    execution) get every round's fold, up to `max_folds`, whatever the decisions say."""
+    execution) get every round's fold, up to `max_folds`, whatever the decisions say. `k` is the top
+    k's (decide `top_k`)."""
     cells = [(dataset, name) for dataset, by_framework in grid.items() for name in by_framework]
     folds = dict.fromkeys(cells, min_folds)
     settled_at: dict[Cell, int | None] = dict.fromkeys(cells)
     round_number = 1
     while True:
         wanted = needs_more_folds(visible(grid, folds), confidence, decide, rope,
-                                  max_folds if futility else None) | set(reopened)
+                                  max_folds if futility else None, k) | set(reopened)
         for cell in cells:
             if cell in wanted:
                 settled_at[cell] = None  # (re)opened: a later round settles it, or none does
@@ -306,4 +407,5 @@ def play_rounds(grid: Grid, *, confidence: float, min_folds: int, max_folds: int
     pairs = [pair for dataset, by_framework in seen.items()
              for pair in pairwise(dataset, by_framework, confidence, rope)]
     races = [race(dataset, by_framework, confidence, rope) for dataset, by_framework in seen.items()]
-    return Rounds(folds, settled_at, pairs, races, best_across(races), round_number)
+    top = top_k(seen, k, confidence, rope) if "top_k" in decide and k is not None else None
+    return Rounds(folds, settled_at, pairs, races, best_across(races), round_number, top)

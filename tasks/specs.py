@@ -13,10 +13,18 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from tasks import paths
-from tasks.adaptive import DECISIONS, Decision
+from tasks.adaptive import DEFAULT_DECISIONS, Decision
 from tasks.errors import UserError
 from tasks.metric_registry import PROBLEM_TYPES, check_metric, default_metric
 from tasks.multimodal.combinations import combination_spec, expand_datasets
@@ -330,13 +338,23 @@ class AdaptiveSettings(_Strict):
     max_folds: int | None = Field(default=None, ge=2)  # the last round; None: the suite's `folds`
     rope: float = Field(default=0.0, ge=0)  # differences of `result` within +-rope count as equal
     futility: bool = False  # also stop pairs that max_folds could not settle (they end open)
-    decide: list[Decision] = Field(default_factory=lambda: list(DECISIONS), min_length=1)
+    decide: list[Decision] = Field(default_factory=lambda: list(DEFAULT_DECISIONS), min_length=1)
+    # decide `top_k`: how many frameworks the top across datasets holds (checked even when left out)
+    top_k: int | None = Field(default=None, validate_default=True)
 
     @field_validator("confidence")
     @classmethod
     def _between_half_and_one(cls, value: float) -> float:
         if not 0.5 < value < 1.0:
             raise ValueError(f"{value} is outside (0.5, 1); give e.g. 0.95")
+        return value
+
+    @field_validator("top_k")
+    @classmethod
+    def _k_with_top_k(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if ("top_k" in info.data.get("decide", ())) != (value is not None):
+            raise ValueError("a k here and `top_k` in `decide` go together, e.g. "
+                             "`decide: [pairwise, top_k]` with `top_k: 3`; give both or neither")
         return value
 
 
@@ -620,6 +638,11 @@ def _check_adaptive_rounds(path: Path, suite: Suite) -> None:
     if suite.adaptive.min_folds > max_folds:
         raise UserError(f"{path}: field 'adaptive.min_folds': {suite.adaptive.min_folds} is above "
                         f"max_folds ({max_folds}); lower min_folds or raise max_folds.")
+    k, frameworks = suite.adaptive.top_k, len(suite.frameworks)
+    if k is not None and frameworks > 1 and not 1 <= k <= frameworks - 1:  # one framework: no rounds
+        raise UserError(f"{path}: field 'adaptive.top_k': {k} is outside 1 to {frameworks - 1} (the "
+                        f"suite has {frameworks} frameworks and the top k leaves one out at least); "
+                        "give a k in it.")
 
 
 def load_suite(name_or_path: str | Path, evaluations: Mapping[str, SuiteBlock]) -> Suite:

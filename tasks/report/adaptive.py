@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.adaptive import Cell, Grid, Rounds, play_rounds
+from tasks.adaptive import Cell, Grid, Rounds, TopK, play_rounds
 from tasks.specs import AdaptiveSettings
 from tasks.vocabulary import RESULT
 
@@ -32,7 +32,7 @@ def replay(jobs: pd.DataFrame, settings: AdaptiveSettings, reopened: Collection[
     max_folds = settings.max_folds or int(jobs["fold"].max()) + 1
     return play_rounds(grid_of(jobs), confidence=settings.confidence, min_folds=settings.min_folds,
                        max_folds=max_folds, decide=settings.decide, rope=settings.rope,
-                       futility=settings.futility, reopened=reopened)
+                       futility=settings.futility, reopened=reopened, k=settings.top_k)
 
 
 def tables(jobs: pd.DataFrame, settings: AdaptiveSettings, rounds: Rounds,
@@ -60,6 +60,23 @@ def tables(jobs: pd.DataFrame, settings: AdaptiveSettings, rounds: Rounds,
     return cells, pairs, compute
 
 
+def top_k_lines(top: TopK, folder: Path, table_markdown: Callable[..., str]) -> list[str]:
+    """The top k across datasets: the frameworks in and out, their mean rank, and the evidence per
+    pair (`adaptive_top_k.csv`)."""
+    pairs = pd.DataFrame([
+        {"first": pair.first, "second": pair.second, "verdict": pair.verdict, "folds": pair.interval.folds,
+         "rank_difference": pair.interval.mean, "low": pair.interval.low, "high": pair.interval.high}
+        for pair in top.pairs])
+    pairs.to_csv(folder / "adaptive_top_k.csv", index=False)
+    ranked = sorted(top.mean_rank.items(), key=lambda item: item[1])
+    ranks = ", ".join(f"{name} {rank:.2f}" for name, rank in ranked)
+    return [f"Top {top.k} across datasets: {', '.join(top.top) if top.settled else 'open'} (in: "
+            f"{', '.join(top.top) or 'none yet'}; out: {', '.join(top.out) or 'none yet'}). Fold mean rank "
+            f"over the {top.folds} folds every cell ran, 1 best: {ranks}.", "",
+            "The evidence, per pair of frameworks (second's fold mean rank minus first's: above 0, first "
+            "ranks better):", "", table_markdown(pairs), ""]
+
+
 def section(jobs: pd.DataFrame, settings: AdaptiveSettings | None, folder: Path,
             table_markdown: Callable[..., str], reopened: Collection[Cell] = ()) -> list[str]:
     """report.md's Adaptive section; empty when the execution did not run in rounds."""
@@ -72,8 +89,9 @@ def section(jobs: pd.DataFrame, settings: AdaptiveSettings | None, folder: Path,
     open_pairs = pairs[pairs["verdict"] == "open"]
     open_races = [race.dataset for race in rounds.races if not race.settled]
     best = rounds.best
+    decided = [f"top_k (k = {settings.top_k})" if name == "top_k" else name for name in settings.decide]
     lines = ["## Adaptive (folds in rounds)", "",
-             f"Decided: {', '.join(settings.decide)} at confidence {settings.confidence} (rope "
+             f"Decided: {', '.join(decided)} at confidence {settings.confidence} (rope "
              f"{settings.rope}); rounds from {settings.min_folds} folds, one more per round. Each interval "
              "is the anytime-valid confidence sequence on the mean per-fold difference first - second "
              "(docs/suites.md, section Adaptive benchmarking).", "",
@@ -90,9 +108,14 @@ def section(jobs: pd.DataFrame, settings: AdaptiveSettings | None, folder: Path,
     if "best" in settings.decide:
         lines += [f"Best across datasets: {best.leader if best.settled else 'open'} (datasets won: "
                   + ", ".join(f"{name} {count}" for name, count in best.wins.items()) + ").", ""]
+    top = rounds.top
+    if top is not None:
+        lines += top_k_lines(top, folder, table_markdown)
     still_open = [f"{row.dataset}: {row.first} vs {row.second}" for row in open_pairs.itertuples()
                   if "pairwise" in settings.decide]
     still_open += [f"{dataset}: best" for dataset in open_races if "best" in settings.decide]
+    if top is not None and not top.settled:
+        still_open += [f"top {top.k} across datasets ({', '.join(top.undecided)} undecided)"]
     lines += [("Still open at the last round: " + "; ".join(still_open) + ".") if still_open
               else "No decision is open.", ""]
     return lines

@@ -29,7 +29,7 @@ def settled_cells(grid: Grid, settings: AdaptiveSettings, reopened: Collection[C
         return set()
     rounds = play_rounds(grid, confidence=settings.confidence, min_folds=settings.min_folds,
                          max_folds=max_folds, decide=settings.decide, rope=settings.rope,
-                         futility=settings.futility, reopened=reopened)
+                         futility=settings.futility, reopened=reopened, k=settings.top_k)
     return {cell for cell, settled_in in rounds.settled_at.items() if settled_in is not None}
 
 

@@ -54,3 +54,21 @@ def test_one_framework_has_nothing_to_compare(tmp_path: Path) -> None:
     assert plan.adaptive_note == ("adaptive_case: adaptive has nothing to compare with one framework; "
                                   "running the full grid.")
     assert resolve_plan(str(_suite(tmp_path, "{min_folds: 2}"))).adaptive_note == ""
+
+
+def test_the_top_k_parses_with_its_k(tmp_path: Path) -> None:
+    path = _suite(tmp_path, "{decide: [pairwise, top_k], top_k: 2}", frameworks="[constant, hgb, rf]")
+    suite = load_suite(path, all_evaluations())
+    assert suite.adaptive is not None
+    assert (suite.adaptive.decide, suite.adaptive.top_k) == (["pairwise", "top_k"], 2)
+
+
+@pytest.mark.parametrize(("block", "fragment"), [
+    ("{decide: [top_k], top_k: 2}", r"field 'adaptive.top_k': 2 is outside 1 to 1 \(the suite has 2 "),
+    ("{decide: [top_k], top_k: 0}", r"field 'adaptive.top_k': 0 is outside 1 to 1"),
+    ("{decide: [top_k]}", r"field 'adaptive.top_k': .*`top_k` in `decide` go together"),
+    ("{top_k: 1}", r"field 'adaptive.top_k': .*`top_k` in `decide` go together"),
+])
+def test_a_bad_top_k_names_its_field(tmp_path: Path, block: str, fragment: str) -> None:
+    with pytest.raises(UserError, match=fragment):
+        load_suite(_suite(tmp_path, block), all_evaluations())
