@@ -39,12 +39,16 @@ class Agreement:
     cells: int  # decisions: (dataset, pair) for pairwise, datasets for best, frameworks for top k
     agree: float  # share of those equal to the full grid's
     contradict: int  # settled in both, differently (not merely open in one)
+    # of those, opposite signs (better against worse); the rest are equivalent against better or worse,
+    # which hold together when the true difference is within the rope but not 0
+    opposite: int
     across: str  # adaptive's / the full grid's best or top k ("open" when not settled); "-" for pairwise
     job_share: float
 
     def row(self) -> dict[str, object]:
         return {"grid": self.grid, "decide": self.decide, "futility": self.futility, "cells": self.cells,
                 "same decision": f"{self.agree:.1%}", "contradicted": self.contradict,
+                "opposite": self.opposite,
                 "across datasets (adaptive / full)": self.across, "jobs": f"{self.job_share:.1%}"}
 
 
@@ -93,9 +97,11 @@ def agreement(name: str, grid: Grid, *, confidence: float, min_folds: int, rope:
         unsettled = (None, False)
     contradict = sum(seen[key] != value and unsettled not in (seen[key], value)
                      for key, value in truth.items())
+    opposite = sum({seen[key], value} in ({"better", "worse"}, {"in", "out"}) for key, value in truth.items())
     return Agreement(
         grid=name, decide=f"top_k (k={k})" if k else "+".join(decide), futility=futility, cells=len(truth),
         agree=sum(seen[key] == value for key, value in truth.items()) / len(truth), contradict=contradict,
+        opposite=opposite,
         across=f"{_leader(rounds)} / {_leader(full)}" if "pairwise" not in decide else "-",
         job_share=rounds.jobs / full.jobs)
 
