@@ -3,13 +3,14 @@
 A scratch project with small datasets (default breast_cancer, penguins and wage: binary, multiclass
 and regression), the constant baseline, hgb and rf, one seed, the `test` budget and up to 5 folds.
 The suite runs twice, each a fresh execution: the full grid, then in rounds (adaptive, pairwise at
-95%, rounds from 3 folds; rope and futility as asked). Prints, for each: the jobs run, the
+95%, rounds from 3 folds; rope and futility as asked; with `--top-k K`, the top K across datasets
+instead of pairwise). Prints, for each: the jobs run, the
 CPU-seconds the jobs recorded (each job's process tree; the harness's own, Prefect's and MLflow's
 are not in it) and the wall seconds of the run; then the adaptive run's share of the full's, and
 the folds each cell got in rounds.
 The machine's load changes the seconds, not the jobs: say how loaded it was when quoting them.
 Run: `python -m bench.bench_adaptive_compute [--datasets a,b] [--folds 5] [--min-folds 3] [--rope 0.01]
-[--futility]`.
+[--futility] [--top-k K]`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--min-folds", type=int, default=3, help="the adaptive run's first round")
     parser.add_argument("--rope", type=float, default=0.0, help="the adaptive block's rope")
     parser.add_argument("--futility", action="store_true", help="the adaptive block's futility: true")
+    parser.add_argument("--top-k", type=int, default=None,
+                        help="decide the top K frameworks across datasets instead of pairwise")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
     home = Path(tempfile.mkdtemp(prefix="bench-adaptive-compute-"))
@@ -62,8 +65,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     from tasks.report import jobs as job_table
     from tasks.tracking import read
 
-    adaptive = {"confidence": 0.95, "min_folds": args.min_folds, "max_folds": args.folds,
-                "decide": ["pairwise"], "rope": args.rope, "futility": args.futility}
+    adaptive: dict[str, object] = {"confidence": 0.95, "min_folds": args.min_folds, "max_folds": args.folds,
+                                   "decide": ["pairwise"], "rope": args.rope, "futility": args.futility}
+    if args.top_k is not None:
+        adaptive.update(decide=["top_k"], top_k=args.top_k)
     rows, folds_per_cell = [], pd.Series(dtype=int)
     for name, block in (("full grid", None), ("adaptive", adaptive)):
         suite = "compute_full" if block is None else "compute_adaptive"
