@@ -111,3 +111,11 @@ def test_rounds_and_report_give_the_top_k(tmp_path: Path) -> None:
             for d in range(3)}
     rounds = play_rounds(grid, confidence=CONFIDENCE, min_folds=3, max_folds=6, decide=["top_k"], k=2)
     assert rounds.top is not None and rounds.top.settled and rounds.jobs < 3 * 3 * 6
+    # k = 1 after 5 folds: constant is out, hgb against rf is open. Futility stops every cell when the
+    # 6th fold could not settle that pair, not when 40 folds could.
+    five = {dataset: {name: {f: v for f, v in by_fold.items() if f < 5} for name, by_fold in by_name.items()}
+            for dataset, by_name in grid.items()}
+    open_top = top_k(five, 1, CONFIDENCE)
+    assert open_top.out == ("constant",) and open_top.undecided == ("hgb", "rf")
+    assert needs_more_folds(five, CONFIDENCE, ["top_k"], max_folds=6, k=1) == set()
+    assert len(needs_more_folds(five, CONFIDENCE, ["top_k"], max_folds=40, k=1)) == 9
