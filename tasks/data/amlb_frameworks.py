@@ -2,8 +2,9 @@
 `suites import-amlb` (a benchmark's frameworks in) and `report --reference` (AMLB's published results
 beside this project's) read.
 
-AMLB's names are case-sensitive (they are the `framework` column of its results.csv); so is this table.
-A name not in it is refused by the import and left out of a reference, each in one sentence.
+AMLB's results.csv writes each name as its frameworks file does (`RandomForest`); its command line
+finds a framework whatever the case (`runbenchmark.py randomforest`), and so does this table. A name
+not in it is refused by the import and left out of a reference, each in one sentence.
 """
 
 from __future__ import annotations
@@ -50,16 +51,24 @@ FRAMEWORKS: dict[str, str] = {name: entry.adapter for name, entry in AMLB_FRAMEW
 FRAMEWORK_NOTES: dict[str, str] = {name: entry.note for name, entry in AMLB_FRAMEWORKS.items() if entry.note}
 
 
+def amlb_name(name: str) -> str | None:
+    """AMLB's own spelling of `name` (the table's key), whatever its case; None for a name not in it."""
+    if name in AMLB_FRAMEWORKS:
+        return name
+    return next((known for known in AMLB_FRAMEWORKS if known.lower() == name.lower()), None)
+
+
 def adapter_name(framework_id: str) -> str:
     """`name[:variant]` of a framework id, without its environment's version: results of `tpot@1.1.0`
     sit beside AMLB's `TPOT` whatever version AMLB ran."""
     return framework_id.partition("@")[0]
 
 
-def compared_adapter(amlb_name: str) -> str | None:
-    """The adapter (without version) whose results sit beside AMLB's `amlb_name`; None where no adapter
-    here is that framework."""
-    entry = AMLB_FRAMEWORKS.get(amlb_name)
+def compared_adapter(name: str) -> str | None:
+    """The adapter (without version) whose results sit beside AMLB's framework `name`; None where no
+    adapter here is that framework."""
+    spelled = amlb_name(name)
+    entry = AMLB_FRAMEWORKS[spelled] if spelled is not None else None
     return adapter_name(entry.adapter) if entry is not None and entry.same else None
 
 
@@ -68,7 +77,7 @@ def not_compared(names: Iterable[str]) -> str:
     left_out = sorted({name for name in names if compared_adapter(name) is None})
     if not left_out:
         return ""
-    reasons = [FRAMEWORK_NOTES.get(name, "") for name in left_out]
+    reasons = [FRAMEWORK_NOTES.get(amlb_name(name) or name, "") for name in left_out]
     named = [f"{name} ({reason}, so not the same framework)" if reason else name
              for name, reason in zip(left_out, reasons, strict=True)]
     return (f"published frameworks left out, no adapter here is the same framework: {', '.join(named)} "

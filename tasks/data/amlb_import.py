@@ -24,7 +24,7 @@ import psutil
 import yaml
 
 from tasks import paths
-from tasks.data.amlb_frameworks import FRAMEWORK_NOTES, FRAMEWORKS
+from tasks.data.amlb_frameworks import FRAMEWORK_NOTES, FRAMEWORKS, amlb_name
 from tasks.data.folds import TRAIN_ONLY, folds_csv_bytes
 from tasks.data.materialize import write_if_changed
 from tasks.errors import UserError
@@ -259,7 +259,9 @@ def _local_card(local: _LocalTask, card: str, benchmark: Path) -> tuple[dict[str
 
 def _frameworks(names: list[str], notes: list[str], unavailable: Mapping[str, str]) -> list[str]:
     """The adapters AMLB's `names` map to, in order. A name with no adapter, or whose adapter cannot
-    run here (`unavailable`: adapter -> why), is left out with a note."""
+    run here (`unavailable`: adapter -> why), is left out with a note. A name is found whatever its
+    case, as AMLB's command line finds it (`randomforest`), and is then written as AMLB spells it."""
+    names = [amlb_name(name) or name for name in names]
     unknown = [name for name in names if name not in FRAMEWORKS]
     refused = [name for name in names if name in FRAMEWORKS and FRAMEWORKS[name] in unavailable]
     known = [name for name in names if name in FRAMEWORKS and name not in refused]

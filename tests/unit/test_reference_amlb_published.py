@@ -186,4 +186,4 @@ def test_every_amlb_name_maps_to_a_registered_adapter_or_environment() -> None:
         if version:
             assert find_environment(adapter, version).version == version, name
     assert compared_adapter("TPOT") == "tpot" and compared_adapter("TunedRandomForest") is None
-    assert compared_adapter("autosklearn") is None and compared_adapter("randomforest") is None
+    assert compared_adapter("autosklearn") is None and compared_adapter("randomforest") == "rf"
