@@ -200,11 +200,12 @@ def compare(ours: pd.DataFrame, reference: pd.DataFrame) -> tuple[pd.DataFrame, 
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (task, framework): how many of this run's folds AMLB published, and over those folds the mean
-    result on each side, their difference and z. Where AMLB published none of them, `result` is the mean
-    over this run's folds and the reference columns are empty."""
+    """Per (task, framework): how many of this run's folds AMLB published, and over the folds both sides
+    have a result for (a job failed here leaves its fold out) the mean result on each side, their
+    difference and z. Where AMLB published none of them, `result` is the mean over this run's folds and
+    the reference columns are empty."""
     published = rows[rows["reference"] == PUBLISHED]
-    grouped = published.groupby(["task", "framework"])
+    grouped = published[published["result"].notna()].groupby(["task", "framework"])
     matched = pd.DataFrame(
         {
             "reference_framework": grouped["reference_framework"].first(),
