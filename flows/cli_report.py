@@ -18,7 +18,7 @@ from tasks.report.compare import Comparison, Thresholds
 from tasks.report.compare_markdown import diagnostic_rows, write_folder
 from tasks.report.compare_store import compare_executions, resolve_execution
 from tasks.report.explanations import compare_importance
-from tasks.report.reference import read_reference
+from tasks.report.reference import SUMMARY_FILE, read_reference
 from tasks.tracking import read
 
 
@@ -81,7 +81,9 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Print the across-datasets table as JSON."),
     reference: Path | None = typer.Option(
         None, "--reference",
-        help="A published AMLB results.csv: this run's result beside it per task, framework and fold.",
+        help="A results.csv in AMLB's format (AMLB's published 8c4h one: "
+        "tests/fixtures/amlb_per_fold_8c4h.csv): "
+        "this run's result beside it per task, framework and fold, unpublished cells marked.",
     ),
 ) -> None:
     """Leaderboard, ranks + Friedman/Nemenyi, Elo, Pareto fronts, stability and AMLB results.csv."""
@@ -113,12 +115,15 @@ def report(
             raise UserError('name a SUITE, --run-id ID or --filter "..."; see `automl-eval report --help`.')
         result = report_execution(execution_id, folder=out, **options)
         logged_on = execution_id
+    side_by_side = result.folder / SUMMARY_FILE
+    beside = pd.read_csv(side_by_side) if reference is not None and side_by_side.is_file() else None
     if as_json:
         print_json({
             "folder": str(result.folder),
             "logged_on": logged_on or None,
             "aggregate": frame_records(result.aggregate),
             "stability_flags": list(result.stability_flags),
+            **({"reference": frame_records(beside)} if beside is not None else {}),
         })
         return
     console = _console()
@@ -133,6 +138,10 @@ def report(
         console.print(
             f"[yellow]unstable (spread > {spread_threshold:.0%}):[/] {', '.join(result.stability_flags)}"
         )
+    if beside is not None:
+        name = reference.name if reference else ""
+        _print_frame(console, beside.round(4),
+                     f"Beside {name} (means over the folds both sides have; per fold: reference.csv)")
     robust = result.robustness
     if robust is not None and not robust.leaderboard.empty:
         _print_frame(console, robust.leaderboard.round(4),

@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 
 from tasks import paths
-from tasks.data.amlb_import import FRAMEWORKS, import_benchmark
+from tasks.data.amlb_frameworks import FRAMEWORKS
+from tasks.data.amlb_import import import_benchmark
 from tasks.errors import UserError
 from tasks.frameworks.registry import find_environment, get_adapter
 

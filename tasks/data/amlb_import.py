@@ -24,6 +24,7 @@ import psutil
 import yaml
 
 from tasks import paths
+from tasks.data.amlb_frameworks import FRAMEWORK_NOTES, FRAMEWORKS, amlb_name
 from tasks.data.folds import TRAIN_ONLY, folds_csv_bytes
 from tasks.data.materialize import write_if_changed
 from tasks.errors import UserError
@@ -63,29 +64,7 @@ CONSTRAINT_KEYS = frozenset(
 )
 # AMLB's own defaults (resources/config.yaml `benchmarks.defaults`), where neither file sets a value.
 AMLB_DEFAULTS = {"folds": 10, "max_runtime_seconds": 3600, "cores": -1, "max_mem_size_mb": -1}
-# AMLB framework names -> this project's adapters (AMLB's names are case-sensitive; so is this map).
-FRAMEWORKS = {
-    "AutoGluon": "autogluon",
-    "H2OAutoML": "h2o",
-    "flaml": "flaml",
-    "RandomForest": "rf",
-    "constantpredictor": "constant",
-    "TunedRandomForest": "rf",
-    # AMLB ships no entry for these libraries; its users declare them in a frameworks file of their
-    # own under these names, and this project runs them as one adapter each.
-    "lightgbm": "lightgbm",
-    "catboost": "catboost",
-    "xgboost": "xgboost",
-    # Each in a framework environment of its own (its pins clash with the main one's, or it is not
-    # in it): the suite names that environment's version, installed with `automl-eval frameworks install`.
-    "TPOT": "tpot@1.1.0",
-    "mljarsupervised": "mljar@1.3.2",
-    "lightautoml": "lightautoml@0.4.2",
-}
-FRAMEWORK_NOTES = {
-    "TunedRandomForest": "TunedRandomForest runs as rf (this project's random forest "
-    "has no tuning of max_features)"
-}
+# AMLB framework names -> adapters: tasks/data/amlb_frameworks.py, shared with `report --reference`.
 
 
 @dataclass
@@ -280,7 +259,9 @@ def _local_card(local: _LocalTask, card: str, benchmark: Path) -> tuple[dict[str
 
 def _frameworks(names: list[str], notes: list[str], unavailable: Mapping[str, str]) -> list[str]:
     """The adapters AMLB's `names` map to, in order. A name with no adapter, or whose adapter cannot
-    run here (`unavailable`: adapter -> why), is left out with a note."""
+    run here (`unavailable`: adapter -> why), is left out with a note. A name is found whatever its
+    case, as AMLB's command line finds it (`randomforest`), and is then written as AMLB spells it."""
+    names = [amlb_name(name) or name for name in names]
     unknown = [name for name in names if name not in FRAMEWORKS]
     refused = [name for name in names if name in FRAMEWORKS and FRAMEWORKS[name] in unavailable]
     known = [name for name in names if name in FRAMEWORKS and name not in refused]

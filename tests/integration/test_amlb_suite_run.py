@@ -115,7 +115,10 @@ def test_an_amlb_benchmark_imports_builds_runs_and_is_set_beside_published_amlb_
     results = pd.read_csv(reports[-1] / "results.csv")
     assert set(results["task"]) == {"openml_59", "amlb_mini_penguins"} and results["result"].notna().all()
     _cli(home, "report", "mini", "--reference", str(AMLB_SAMPLE), "--out", str(home / "reports" / "against"))
-    rows = pd.read_csv(home / "reports" / "against" / "reference.csv")
+    every = pd.read_csv(home / "reports" / "against" / "reference.csv")
+    assert len(every) == len(results)  # every row of this run, the unpublished ones marked
+    assert set(every.loc[every["reference"] != "published", "reference"]) == {"not published"}
+    rows = every[every["reference"] == "published"]
     # AMLB published iris (openml.org/t/59) for RandomForest only: one row, fold 0 of rf, matched by
     # the id although AMLB calls the task `iris` and this project `openml_59`.
     assert list(zip(rows["task"], rows["framework"], rows["fold"], rows["metric"], strict=True)) == [
@@ -133,6 +136,7 @@ def test_an_amlb_benchmark_imports_builds_runs_and_is_set_beside_published_amlb_
     spread = pd.Series([published[0], published[1]]).std()  # over the published folds, as AMLB ran them
     assert rows["z"].item() == pytest.approx((ours - published[0]) / spread)
     markdown = (home / "reports" / "against" / "report.md").read_text()
-    assert "amlb_mini_penguins x rf" in markdown and "openml_59 x constant" in markdown  # named as unmatched
+    # named as unpublished
+    assert "amlb_mini_penguins x rf" in markdown and "openml_59 x constant" in markdown
     tabarena = pd.read_csv(home / "reports" / "against" / "tabarena.csv")
     assert set(tabarena.loc[tabarena["dataset"] == "openml_59", "tid"]) == {59}

@@ -277,3 +277,21 @@ def test_amlb_automl_names_map_to_their_framework_environments(
                             name="small_here")
     assert left.frameworks == ["flaml"]
     assert any(note.startswith("TPOT is left out: it runs here as 'tpot@1.1.0'") for note in left.notes)
+
+
+def test_amlb_names_are_found_whatever_their_case_and_tabpfn_runs_in_its_environment(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As AMLB's `runbenchmark.py randomforest`: the name is found whatever its case; TabPFN maps to its
+    environment, left out with the install command where that is not installed; an unknown name is one
+    note naming the names this project runs."""
+    monkeypatch.setenv("AUTOML_EVAL_VENVS_DIR", str(tmp_path / "no-venvs"))
+    result = import_benchmark(home / "bench" / "small.yaml", constraint=home / "bench" / "constraints.yaml",
+                              constraint_name="test", frameworks=["randomforest", "TABPFN", "gama"],
+                              unavailable=unavailable_adapters())
+    assert result.frameworks == ["rf"]
+    assert any(note.startswith("TabPFN is left out: it runs here as 'tabpfn@2.2.1'")
+               and "automl-eval frameworks install tabpfn@2.2.1" in note for note in result.notes)
+    (unknown,) = [note for note in result.notes if note.startswith("not available here")]
+    assert unknown.startswith("not available here: gama (AMLB frameworks this project runs: AutoGluon, ")
+    assert "TabPFN" in unknown

@@ -56,9 +56,15 @@ def test_the_report_sets_each_fold_beside_the_published_result(tmp_path: Path) -
         bootstrap_rounds=5,
         reference=(path.name, read_reference(path)),
     )
-    rows = pd.read_csv(tmp_path / "report" / "reference.csv")
+    every = pd.read_csv(tmp_path / "report" / "reference.csv")
+    assert len(every) == len(ours)  # every row of this run, published or not
+    rows = every[every["reference"] == "published"]
     assert set(rows["framework"]) == {"rf", "constant"}  # AMLB's names mapped to the adapters
-    assert len(rows) == ours["framework"].isin(AMLB_NAMES).sum() - ours["result"].isna().sum()
+    assert set(rows["reference_framework"]) == {"RandomForest", "constantpredictor"}
+    in_amlb = ours["framework"].isin(AMLB_NAMES)
+    assert len(rows) == (in_amlb & ours["result"].notna()).sum()
+    assert set(every.loc[~every["framework"].isin(AMLB_NAMES), "reference"]) == {"not published"}
+    assert every.loc[~every["framework"].isin(AMLB_NAMES), "reference_result"].isna().all()
     # The published result was moved by +0.01 on even folds and -0.03 on odd ones.
     expected = np.where(rows["fold"] % 2 == 0, -0.01, 0.03)
     np.testing.assert_allclose(rows["difference"], expected, atol=1e-9)
@@ -66,7 +72,7 @@ def test_the_report_sets_each_fold_beside_the_published_result(tmp_path: Path) -
     spread = one["reference_result"].std()
     np.testing.assert_allclose(one["z"], one["difference"] / spread)
     assert "## Against the published results" in report.markdown
-    assert "no published result for: " in report.markdown  # the other frameworks, named
+    assert "AMLB published no result for some or all folds of: " in report.markdown  # the others, named
     assert (tmp_path / "report" / "reference.png").is_file()
 
 
@@ -104,7 +110,8 @@ def test_published_amlb_rows_are_matched_by_their_openml_id(
         bootstrap_rounds=5,
         reference=(AMLB_SAMPLE.name, read_reference(AMLB_SAMPLE)),
     )
-    rows = pd.read_csv(tmp_path / "report" / "reference.csv")
+    every = pd.read_csv(tmp_path / "report" / "reference.csv")
+    rows = every[every["reference"] == "published"]
 
     # The expectation, by hand from the fixture's text: the published result per (task id, fold).
     with AMLB_SAMPLE.open(newline="") as handle:
@@ -127,7 +134,9 @@ def test_published_amlb_rows_are_matched_by_their_openml_id(
         assert row.z == pytest.approx(expected / spread)
     # This run's other frameworks have no published row (AMLB's flaml row is on eucalyptus, which
     # this run lacks): they are named, not matched.
-    assert "no published result for: " in report.markdown and "ds00_binary x flaml" in report.markdown
+    assert "AMLB published no result for some or all folds of: " in report.markdown
+    assert "ds00_binary x flaml" in report.markdown
+    assert set(every.loc[every["framework"] != "rf", "reference"]) == {"not published"}
 
 
 def test_a_reference_without_amlb_columns_is_one_sentence(tmp_path: Path) -> None:
