@@ -12,17 +12,30 @@ that call it, keyed by the block's name. A block changed on the server reaches p
 the change (restart the workers), as Prefect's own default result storage does; the cache is kept
 per server, as blocks are. Without a block
 named (one host, a shared folder), nothing is read from the server and nothing is cached.
+
+The suite reads each job's result the same way: Prefect's `State.result` reads the block that
+holds it from the server by its id, once per job; `job_result` reads it once per process.
 """
 
 from __future__ import annotations
 
+from typing import Any
+from uuid import UUID
+
 import prefect.task_worker
 import prefect.tasks
 from prefect.filesystems import WritableFileSystem
-from prefect.results import ResultStorage, get_or_create_default_task_scheduling_storage
+from prefect.results import (
+    ResultStorage,
+    ResultStore,
+    aresolve_result_storage,
+    get_or_create_default_task_scheduling_storage,
+)
 from prefect.settings import PREFECT_API_URL, PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK
+from prefect.utilities.asyncutils import run_coro_as_sync
 
 _loaded: dict[tuple[str, str], ResultStorage] = {}  # (the server, the block's name) -> the block
+_by_id: dict[tuple[str, UUID], WritableFileSystem] = {}  # (the server, the block's id) -> the block
 
 
 async def _scheduling_storage() -> ResultStorage:
@@ -50,3 +63,18 @@ def cache_scheduling_storage() -> None:
             raise RuntimeError(f"{module.__name__} no longer has {_PATCHED}; update "
                                "flows/scheduling_storage.py for this Prefect release.")
         setattr(module, _PATCHED, _scheduling_storage)
+
+
+def job_result(state: Any) -> Any:
+    """What a finished task run returned, as `state.result(raise_on_failure=False)` gives it, with the
+    block that stores it read from the server once per process instead of once per job."""
+    # A persisted result's metadata (Prefect's ResultRecordMetadata, of a private module) names them.
+    block_id = getattr(state.data, "storage_block_id", None)
+    storage_key = getattr(state.data, "storage_key", None)
+    if not (isinstance(block_id, UUID) and storage_key):
+        return state.result(raise_on_failure=False)
+    key = (str(PREFECT_API_URL.value()), block_id)
+    if key not in _by_id:
+        _by_id[key] = run_coro_as_sync(aresolve_result_storage(block_id))
+    store = ResultStore(result_storage=_by_id[key], serializer=state.data.serializer)
+    return store.read(storage_key).result

@@ -43,7 +43,7 @@ from flows.dispatch import (
     record_job,
     record_not_run,
 )
-from flows.scheduling_storage import cache_scheduling_storage
+from flows.scheduling_storage import cache_scheduling_storage, job_result
 from flows.team_worker import DEFAULT_HEARTBEAT_S, GPU_LIMIT, MISSED_BEATS, TASKS, Heartbeat, read_heartbeats
 from tasks.code_version import SHOWN_CHARS, code_fingerprint
 from tasks.errors import UserError
@@ -260,7 +260,7 @@ class TeamDispatcher:
                 f"the job's task run ended {state.type.value}: {message}")
             return self._failed(submitted, context, reason)
         try:
-            returned = state.result(raise_on_failure=False)
+            returned = job_result(state)
         except Exception as exc:  # kept on another host without shared result storage
             logger.info("result of %s not readable here (%s); MLflow has it.", job.label, exc)
             returned = None

@@ -553,10 +553,8 @@ def wait_for_buckets(settings: ClusterSettings, creds: dict[str, str], timeout_s
 
 
 def start_servers(settings: ClusterSettings, creds: dict[str, str], pids: dict[str, int]) -> None:
-    """The Prefect server (uvicorn with TLS, as `prefect server start` runs it) and the MLflow
-    server (basic auth, artifacts proxied to the store) on the control address."""
-    import prefect  # here: its install folder only, for uvicorn's --app-dir
-
+    """The Prefect server (uvicorn with TLS, ops/prefect_server.py's app) and the MLflow server
+    (basic auth, artifacts proxied to the store) on the control address."""
     stack = _control_stack(settings)
     tls = settings.inside(TEAM_DIR, "control.pem"), settings.inside(TEAM_DIR, "control.key")
     env = base_env()
@@ -569,11 +567,9 @@ def start_servers(settings: ClusterSettings, creds: dict[str, str], pids: dict[s
         "PREFECT_API_SSL_CERT_FILE": str(stack.ca_file),
         "PREFECT_UI_API_URL": stack.prefect_api_url,
     })
-    pids["control/prefect-server"] = spawn_on(settings, "control", "prefect-server", [
-        sys.executable, "-m", "uvicorn", "--app-dir", str(Path(prefect.__file__).parent.parent),
-        "--factory", "prefect.server.api.server:create_app",
-        "--host", settings.control, "--port", str(settings.prefect_port),
-        "--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1]), "--timeout-keep-alive", "5"], env)
+    argv = team_stack.prefect_server_argv(str(settings.inside()), settings.control, settings.prefect_port,
+                                          (str(tls[0]), str(tls[1])))
+    pids["control/prefect-server"] = spawn_on(settings, "control", "prefect-server", argv, env)
 
     pids["control/mlflow-server"] = start_mlflow_server(settings, creds)
     outside = settings.stack()

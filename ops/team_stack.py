@@ -186,6 +186,9 @@ def client_env(settings: StackSettings, creds: dict[str, str]) -> dict[str, str]
         "MLFLOW_TRACKING_USERNAME": WORKERS_USER,
         "MLFLOW_TRACKING_PASSWORD": creds[WORKERS_PASSWORD_ENV],
         "AUTOML_EVAL_MODE": "team",
+        # The team's Prefect server checks no CSRF token (its CSRF protection is off, Prefect's
+        # default): a client that fetched one per connection spent a request per job on it.
+        "PREFECT_CLIENT_CSRF_SUPPORT_ENABLED": "false",
         # The jobs' parameters and results: a suite flow and the workers on this host share them.
         # Across hosts, point PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK at shared storage.
         "PREFECT_LOCAL_STORAGE_PATH": str(settings.state_dir / "prefect-results"),
@@ -326,8 +329,17 @@ def start_prefect_server(settings: StackSettings, creds: dict[str, str]) -> int:
         "PREFECT_API_DATABASE_CONNECTION_URL": settings.database_url("prefect", "asyncpg"),
         "PREFECT_API_URL": settings.prefect_api_url,
     })
-    argv = [_bin("prefect"), "server", "start", "--host", settings.host, "--port", str(settings.prefect_port)]
+    argv = prefect_server_argv(str(paths.project_root()), settings.host, settings.prefect_port, None)
     return _spawn(settings, "prefect-server", argv, env)
+
+
+def prefect_server_argv(app_dir: str, host: str, port: int, tls: tuple[str, str] | None) -> list[str]:
+    """The Prefect server's command: Prefect's app as ops/prefect_server.py serves it (its task-run
+    queues wake on arrival instead of polling), under uvicorn, with TLS where given."""
+    argv = [sys.executable, "-m", "uvicorn", "--app-dir", app_dir,
+            "--factory", "ops.prefect_server:create_app", "--host", host, "--port", str(port),
+            "--timeout-keep-alive", "5"]
+    return argv + (["--ssl-certfile", tls[0], "--ssl-keyfile", tls[1]] if tls else [])
 
 
 def write_auth_config(settings: StackSettings) -> Path:
