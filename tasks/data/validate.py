@@ -38,7 +38,7 @@ from tasks.data.versions import data_version, file_md5
 from tasks.errors import UserError
 from tasks.forecasting.card import forecast_card
 from tasks.forecasting.checks import series_checks
-from tasks.modalities.base import modality_of
+from tasks.modality import modality_of
 from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
 
 NUMERIC_DTYPES = ["int64", "float64", "int32", "float32"]
@@ -479,9 +479,6 @@ def validate_dataset(spec: DatasetSpec | str) -> ValidationOutcome:
         return reused if reused is not None else _validate(spec, key)
 
 
-# The modalities whose gate reads only the card, the data file and the folds file; an image or a
-# multimodal card's gate also reads files under its folder, so its verdict is always computed afresh.
-_REUSABLE_MODALITIES = frozenset({"tabular", "text"})
 # The modules whose code decides a verdict: a change to any of them is a new gate.
 _GATE_MODULES = (__file__, folds_module.__file__, read_typed.__code__.co_filename,
                  data_version.__code__.co_filename, series_checks.__code__.co_filename,
@@ -491,8 +488,9 @@ _GATE_MODULES = (__file__, folds_module.__file__, read_typed.__code__.co_filenam
 def gate_key(spec: DatasetSpec) -> str | None:
     """A digest of everything the dataset's verdict depends on: the data file, its saved folds, the
     card, params.yaml (the fold parameters), the gate's own code and Great Expectations' version.
-    None when the verdict cannot be keyed (files missing, or a modality with files of its own)."""
-    if spec.modality not in _REUSABLE_MODALITIES or not spec.card_path:
+    None when the verdict cannot be keyed (files missing, or a modality whose gate reads files of its
+    own: an image or a multimodal card's verdict is always computed afresh)."""
+    if not modality_of(spec).verdict_reusable or not spec.card_path:
         return None
     inputs = [spec.path, folds_module.folds_path(spec), Path(spec.card_path),
               paths.project_root() / "params.yaml", *map(Path, _GATE_MODULES)]

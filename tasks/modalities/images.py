@@ -9,12 +9,13 @@ import pandas as pd
 from tasks.images.card import image_card, image_column
 from tasks.images.checks import image_checks
 from tasks.images.codec import content_hashes
-from tasks.modalities.base import GateCheck, ModalityPlugin
+from tasks.modality import GateCheck, ModalityPlugin
 from tasks.specs import DatasetSpec
 
 
 class ImageModality(ModalityPlugin):
     name = "image"
+    verdict_reusable = False  # the gate decodes the image files under the dataset's folder
 
     def row_identity(self, spec: DatasetSpec, frame: pd.DataFrame) -> np.ndarray:
         # The same picture is the same example whatever its label or file name: images group by
