@@ -34,7 +34,7 @@ from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.registry import find_environment, get_adapter
 from tasks.gpus import visible_gpu_count
-from tasks.modality import modality_of
+from tasks.modalities.base import modality_of
 from tasks.paths import job_dir_for
 from tasks.plan import (
     Job,

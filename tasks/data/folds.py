@@ -31,7 +31,7 @@ from tasks.data.load import read_columns
 from tasks.errors import UserError
 from tasks.forecasting.card import forecast_card
 from tasks.forecasting.windows import assign_windows, train_mask
-from tasks.modality import modality_of
+from tasks.modalities.base import modality_of
 from tasks.specs import DatasetSpec, read_yaml
 
 FOLD_COLUMN = "fold"

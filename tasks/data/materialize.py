@@ -20,7 +20,7 @@ import pandas as pd
 from tasks.data import folds, load, sources
 from tasks.errors import UserError
 from tasks.images.card import pixels_of
-from tasks.modality import modality_of
+from tasks.modalities.base import modality_of
 from tasks.specs import DatasetSpec, load_dataset_spec
 
 # Rows per Parquet row group: a job reads only the groups holding its fold's rows.

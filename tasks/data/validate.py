@@ -38,7 +38,7 @@ from tasks.data.versions import data_version, file_md5
 from tasks.errors import UserError
 from tasks.forecasting.card import forecast_card
 from tasks.forecasting.checks import series_checks
-from tasks.modality import modality_of
+from tasks.modalities.base import modality_of
 from tasks.specs import DatasetSpec, list_dataset_specs, load_dataset_spec
 
 NUMERIC_DTYPES = ["int64", "float64", "int32", "float32"]

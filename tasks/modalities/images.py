@@ -9,7 +9,7 @@ import pandas as pd
 from tasks.images.card import image_card, image_column
 from tasks.images.checks import image_checks
 from tasks.images.codec import content_hashes
-from tasks.modality import GateCheck, ModalityPlugin
+from tasks.modalities.base import GateCheck, ModalityPlugin
 from tasks.specs import DatasetSpec
 
 

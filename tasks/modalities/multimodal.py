@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.modality import ModalityPlugin
+from tasks.align import align_dataset, report_path
+from tasks.modalities.base import ModalityPlugin
 from tasks.multimodal.combinations import all_combinations
 from tasks.specs import DatasetSpec
 
@@ -30,16 +31,10 @@ class MultimodalModality(ModalityPlugin):
 
     def before_gate(self, spec: DatasetSpec) -> list[str]:
         """The streams aligned onto one clock; a failed alignment is one reason, "alignment: ..."."""
-        # tasks.align reads and writes data files (tasks.data): imported when a card is aligned, so
-        # that listing the modalities, which every card with a modality does, stays cheap.
-        from tasks.align import align_dataset
-
         failures = align_dataset(spec).failures
         return [f"alignment: {'; '.join(failures)}"] if failures else []
 
     def run_artifacts(self, spec: DatasetSpec) -> list[Path]:
-        from tasks.align import report_path  # as in before_gate: listing modalities stays cheap
-
         report = report_path(spec)
         return [report] if report.is_file() else []
 

@@ -4,7 +4,7 @@ read raw text say so (`modalities`), and the explain evaluation explains text wi
 
 from __future__ import annotations
 
-from tasks.modality import ModalityPlugin
+from tasks.modalities.base import ModalityPlugin
 
 
 class TextModality(ModalityPlugin):

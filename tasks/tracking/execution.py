@@ -25,7 +25,7 @@ from mlflow.entities import Metric, Param, RunTag
 
 from tasks import paths
 from tasks.errors import UserError
-from tasks.modality import modality_of
+from tasks.modalities.base import modality_of
 from tasks.multimodal.combinations import split_name
 from tasks.specs import FrameworkRef, load_dataset_spec
 from tasks.tracking import store
