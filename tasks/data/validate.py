@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -487,13 +488,17 @@ _GATE_MODULES = (__file__, folds_module.__file__, read_typed.__code__.co_filenam
 
 def gate_key(spec: DatasetSpec) -> str | None:
     """A digest of everything the dataset's verdict depends on: the data file, its saved folds, the
-    card, params.yaml (the fold parameters), the gate's own code and Great Expectations' version.
+    card, params.yaml (the fold parameters), the gate's own code, the module of the card's modality
+    plug-in and Great Expectations' version.
     None when the verdict cannot be keyed (files missing, or a modality whose gate reads files of its
     own: an image or a multimodal card's verdict is always computed afresh)."""
-    if not modality_of(spec).verdict_reusable or not spec.card_path:
+    modality = modality_of(spec)
+    if not modality.verdict_reusable or not spec.card_path:
         return None
+    # The modality's plug-in decides checks and fold identity too (it may live outside the project).
     inputs = [spec.path, folds_module.folds_path(spec), Path(spec.card_path),
-              paths.project_root() / "params.yaml", *map(Path, _GATE_MODULES)]
+              paths.project_root() / "params.yaml", *map(Path, _GATE_MODULES),
+              Path(inspect.getfile(type(modality)))]
     if not all(path.is_file() for path in inputs):
         return None
     digest = hashlib.sha256(metadata.version("great-expectations").encode())

@@ -378,6 +378,7 @@ def test_a_modality_reads_its_block_groups_its_folds_and_gates_its_data(
     written = _plugin_package(tmp_path, monkeypatch, "toy_modality_plugins", {"signals": TOY_MODALITY})
     assert "signal" in MODALITIES.names()
     root = tmp_path / "project"
+    (root / "params.yaml").write_text((ROOT / "params.yaml").read_text())  # the gate keys its verdict by it
     rng = np.random.default_rng(0)
     waves = [rng.normal(loc=0.5 * (row % 2), size=8).round(3) for row in range(40)]
     texts = [" ".join(f"{value:g}" for value in wave) for wave in waves]
@@ -396,6 +397,9 @@ def test_a_modality_reads_its_block_groups_its_folds_and_gates_its_data(
     assert all(folds[first] == folds[copy] for first, copy in pairs)
     outcome = validate_dataset(spec)
     assert outcome.ok, outcome.failures
+    assert validate_dataset(spec).reused  # nothing changed: the verdict is read back
+    written[0].write_text(written[0].read_text() + "# an edit of the plug-in\n")
+    assert not validate_dataset(spec).reused  # the plug-in decides the verdict too
     # The baseline reads no feature, so it takes the new modality: a job in a process of its own,
     # which reads the card (and so finds the plug-in) again.
     result = run_job(_job(spec, "constant"), spec, tmp_path / "runs" / "modality")
