@@ -1,8 +1,8 @@
 """The one flow every entry point runs: benchmark(suite, ...).
 
-plan -> data gate per dataset (align first for multimodal cards) -> jobs, as many at once as the
-cores allow -> each job recorded as a child run of this execution -> leaderboard and summary as
-Prefect artifacts. Thin wiring only: the work is in tasks/.
+plan -> data gate per dataset (after its modality's step: multimodal cards are aligned) -> jobs, as
+many at once as the cores allow -> each job recorded as a child run of this execution ->
+leaderboard and summary as Prefect artifacts. Thin wiring only: the work is in tasks/.
 
 Executions (see docs/reports.md): `execution="auto"` resumes the latest execution of
 the suite if it did not finish, else starts a fresh one; `"new"` always starts a fresh one; any
@@ -13,7 +13,6 @@ the failed, timeout and memory jobs of the latest execution, replacing their rec
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from collections.abc import Mapping
@@ -28,7 +27,6 @@ from prefect.cache_policies import NO_CACHE
 from flows.adaptive_run import previous_execution, record_rounds, run_in_rounds
 from flows.dispatch import Dispatcher, JobContext
 from flows.team_dispatch import choose_dispatcher
-from tasks.align import align_dataset as align
 from tasks.data.folds import fold_settings
 from tasks.data.validate import validate_dataset as gate
 from tasks.data.versions import data_version as dvc_version
@@ -36,6 +34,7 @@ from tasks.errors import UserError
 from tasks.evaluations.registry import all_evaluations
 from tasks.frameworks.registry import find_environment, get_adapter
 from tasks.gpus import visible_gpu_count
+from tasks.modalities.base import modality_of
 from tasks.paths import job_dir_for
 from tasks.plan import (
     Job,
@@ -272,11 +271,13 @@ def data_version(spec: DatasetSpec) -> str:
         return "missing"
 
 
-@task(name="align-dataset", cache_policy=NO_CACHE)
-def align_dataset(name: str) -> list[str]:
-    """Multimodal cards: put the streams on one clock first; returns why alignment failed, if it did."""
+@task(name="prepare-dataset", cache_policy=NO_CACHE)
+def prepare_dataset(name: str) -> list[str]:
+    """The modality's step before the gate (multimodal cards: put the streams on one clock);
+    returns why it failed, if it did."""
 
-    return list(align(load_dataset_spec(name)).failures)
+    spec = load_dataset_spec(name)
+    return modality_of(spec).before_gate(spec)
 
 
 @task(name="validate-dataset", cache_policy=NO_CACHE)
@@ -284,10 +285,10 @@ def validate_dataset(name: str) -> dict[str, Any]:
     """The data gate; returns ok, why not, and the data version the jobs are keyed by."""
     spec = load_dataset_spec(name)
     try:
-        if spec.modality == "multimodal" and importlib.util.find_spec("tasks.align") is not None:
-            misaligned = align_dataset(name)
-            if misaligned:
-                return {"ok": False, "reason": "alignment: " + "; ".join(misaligned), "version": "missing"}
+        if modality_of(spec).prepares:
+            unprepared = prepare_dataset(name)
+            if unprepared:
+                return {"ok": False, "reason": "; ".join(unprepared), "version": "missing"}
 
         outcome = gate(spec)
     except UserError as exc:

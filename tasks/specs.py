@@ -27,13 +27,13 @@ from tasks import paths
 from tasks.adaptive import DEFAULT_DECISIONS, Decision
 from tasks.errors import UserError
 from tasks.metric_registry import PROBLEM_TYPES, check_metric, default_metric
+from tasks.modality import MODALITIES, TABULAR, block_owners, check_modality, suite_fields
 from tasks.multimodal.combinations import combination_spec, expand_datasets
 from tasks.plugins import did_you_mean
 
 # `forecasting`: many series, each forecast `horizon` steps ahead (its card's `forecast:` block,
 # tasks/forecasting/card.py, says which columns are the series id, the time and the value).
 ProblemType = Literal["binary", "multiclass", "regression", "forecasting"]
-Modality = Literal["tabular", "text", "multimodal", "image"]
 # A column's role in a card: how frameworks should treat it. The target is named by `target`.
 # `image`: encoded images (PNG bytes) or paths of image files (tasks/images/card.py).
 ColumnRole = Literal["numeric", "categorical", "text", "image", "id", "ignore"]
@@ -156,7 +156,9 @@ class DatasetSpec(_Strict):
     target: str
     problem_type: ProblemType
     metric: str | None = None
-    modality: Modality = "tabular"
+    # A modality plug-in's name (tasks/modality.py): the table, text, multimodal, image, or one a
+    # plug-in package adds. An unknown one is refused, naming the known ones.
+    modality: str = TABULAR
     rows: int | None = None  # declared row count, checked by the gate
     columns: dict[str, ColumnRole] = Field(default_factory=dict)
     expectations: list[ExpectationSpec] = Field(default_factory=list)
@@ -174,12 +176,24 @@ class DatasetSpec(_Strict):
     streams: dict[str, Any] | None = None
     labels: dict[str, Any] | None = None
     alignment: dict[str, Any] | None = None
+    # A plug-in modality's own blocks (its `card_blocks`), checked by their models when the card is
+    # read and kept as plain data (a card crosses processes as JSON).
+    modality_blocks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Filled for a combination `NAME[STREAM+STREAM]` (tasks/multimodal/combinations.py): its streams.
     modality_combination: str | None = None
     card_path: str | None = None  # filled by the loader, for error messages
 
     _name_is_plain = field_validator("name")(_plain_name)
     _file_is_inside = field_validator("file")(_inside_datasets)
+
+    @field_validator("modality")
+    @classmethod
+    def _known_modality(cls, value: str) -> str:
+        try:
+            check_modality(value)
+        except UserError as exc:
+            raise ValueError(str(exc).rstrip(".")) from None  # named with the card's file by pydantic
+        return value
 
     @field_validator("folds", mode="before")
     @classmethod
@@ -358,11 +372,6 @@ class AdaptiveSettings(_Strict):
         return value
 
 
-# Top-level suite fields a modality adds (tasks/multimodal/combinations.py reads it); any other
-# unknown field is refused.
-SUITE_FIELDS_OF_MODALITIES = frozenset({"modality_combinations"})
-
-
 class Suite(_Strict):
     """specs/suites/NAME.yaml: datasets x frameworks x folds x seeds under one budget.
 
@@ -442,7 +451,8 @@ def describe_validation_error(path: Path, exc: ValidationError, within: str = ""
         return f"{path}: unknown field '{field}'; remove it or check its spelling."
     if kind == "missing":
         return f"{path}: field '{field}' is required; add it."
-    return f"{path}: field '{field}': {first['msg']}."
+    message = first["msg"]
+    return f"{path}: field '{field}': {message}{'' if message.endswith('?') else '.'}"
 
 
 def _mapping(path: Path) -> dict[str, Any]:
@@ -563,10 +573,39 @@ def load_dataset_spec(name_or_path: str | Path) -> DatasetSpec:
             )
     data = _mapping(path)
     data.setdefault("name", path.stem)
+    blocks = _modality_blocks(path, data)  # first: it takes the plug-in's blocks out of `data`
     try:
-        return DatasetSpec(**data, card_path=str(path))
+        return DatasetSpec(**data, modality_blocks=blocks, card_path=str(path))
     except ValidationError as exc:
         raise UserError(describe_validation_error(path, exc, known=DatasetSpec.model_fields)) from None
+
+
+def _modality_blocks(path: Path, data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Take a plug-in modality's blocks out of a card's fields, each checked by its model (a block
+    left out is checked as empty, so a model with required fields makes its block required)."""
+    if "modality_blocks" in data:
+        raise UserError(f"{path}: unknown field 'modality_blocks'; give each block of the card's "
+                        "modality as a top-level field instead.")
+    modality = data.get("modality", TABULAR)
+    unknown = set(data) - set(DatasetSpec.model_fields)
+    if (modality == TABULAR and not unknown) or not isinstance(modality, str):
+        return {}  # a plain table reads no plug-in module
+    known = MODALITIES.entries()
+    blocks = {}
+    for name, model in (MODALITIES.get(modality).card_blocks if modality in known else {}).items():
+        block = data.pop(name, None)
+        if not isinstance(block, dict | None):
+            raise UserError(f"{path}: field '{name}' must be a mapping, the {modality} modality's block.")
+        try:
+            blocks[name] = model(**(block or {})).model_dump()
+        except ValidationError as exc:
+            raise UserError(describe_validation_error(path, exc, within=name)) from None
+    other = sorted(unknown & set(block_owners()) - set(blocks))
+    if other:
+        owner = block_owners()[other[0]]
+        raise UserError(f"{path}: field '{other[0]}' is the {owner} modality's block; set "
+                        f"`modality: {owner}` or remove it.")
+    return blocks
 
 
 def list_dataset_specs() -> list[DatasetSpec]:
@@ -665,7 +704,8 @@ def load_suite(name_or_path: str | Path, evaluations: Mapping[str, SuiteBlock]) 
         suite = Suite(**data)
     except ValidationError as exc:
         raise UserError(describe_validation_error(path, exc)) from None
-    unknown = sorted(set(suite.model_extra or {}) - SUITE_FIELDS_OF_MODALITIES)
+    # Top-level fields the modalities read (their plug-ins' `suite_fields`); any other is refused.
+    unknown = sorted(set(suite.model_extra or {}) - suite_fields()) if suite.model_extra else []
     if unknown:
         raise UserError(f"{path}: unknown field '{unknown[0]}'; remove it or check its spelling.")
     load_budget(suite.budget)

@@ -35,9 +35,6 @@ from tasks.modalities.base import modality_of
 from tasks.specs import DatasetSpec, read_yaml
 
 FOLD_COLUMN = "fold"
-# The aligned table of a multimodal dataset (tasks/multimodal/windows.py SEGMENT): windows of one
-# label segment come from one recording, so they are near copies of one another.
-MULTIMODAL_GROUP_COLUMN = "segment"
 
 
 TRAIN_ONLY = -1  # a time split's first block: training rows of every fold, tested in none
@@ -93,16 +90,15 @@ def _card_column(spec: DatasetSpec, column: str | None, field: str) -> str:
 
 def group_column(spec: DatasetSpec) -> str | None:
     """The column whose equal values must share a fold: `folds: {strategy: group, column: C}` or the
-    card's `fold_groups`; without either, a multimodal table's `segment` column, else none."""
+    card's `fold_groups`; without either, the modality's own (a multimodal table's `segment` column),
+    else none."""
     card = spec.folds_spec
     if card.strategy == "group":
         return _card_column(spec, card.column, "folds.column")
     declared = spec.fold_groups
-    if declared is None and spec.modality == "multimodal" and MULTIMODAL_GROUP_COLUMN in spec.columns:
-        return MULTIMODAL_GROUP_COLUMN
-    if declared is not None:
-        return _card_column(spec, declared, "fold_groups")
-    return None
+    if declared is None:
+        return modality_of(spec).default_fold_groups(spec)
+    return _card_column(spec, declared, "fold_groups")
 
 
 def row_groups(frame: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:

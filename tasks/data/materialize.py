@@ -20,7 +20,7 @@ import pandas as pd
 from tasks.data import folds, load, sources
 from tasks.errors import UserError
 from tasks.images.card import pixels_of
-from tasks.multimodal.combinations import all_combinations
+from tasks.modalities.base import modality_of
 from tasks.specs import DatasetSpec, load_dataset_spec
 
 # Rows per Parquet row group: a job reads only the groups holding its fold's rows.
@@ -113,9 +113,8 @@ def save_folds(spec: DatasetSpec, typed: pd.DataFrame) -> bool:
         assignment = folds.assign_folds(typed, spec, folds.fold_settings(spec))
     content = folds.folds_csv_bytes(assignment)
     written = write_if_changed(folds.folds_path(spec), content)
-    if spec.modality == "multimodal":
-        for name in all_combinations(spec):
-            written |= write_if_changed(folds.folds_path(spec.model_copy(update={"name": name})), content)
+    for name in modality_of(spec).shared_folds(spec):
+        written |= write_if_changed(folds.folds_path(spec.model_copy(update={"name": name})), content)
     return written
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -479,9 +480,6 @@ def validate_dataset(spec: DatasetSpec | str) -> ValidationOutcome:
         return reused if reused is not None else _validate(spec, key)
 
 
-# The modalities whose gate reads only the card, the data file and the folds file; an image or a
-# multimodal card's gate also reads files under its folder, so its verdict is always computed afresh.
-_REUSABLE_MODALITIES = frozenset({"tabular", "text"})
 # The modules whose code decides a verdict: a change to any of them is a new gate.
 _GATE_MODULES = (__file__, folds_module.__file__, read_typed.__code__.co_filename,
                  data_version.__code__.co_filename, series_checks.__code__.co_filename,
@@ -490,12 +488,17 @@ _GATE_MODULES = (__file__, folds_module.__file__, read_typed.__code__.co_filenam
 
 def gate_key(spec: DatasetSpec) -> str | None:
     """A digest of everything the dataset's verdict depends on: the data file, its saved folds, the
-    card, params.yaml (the fold parameters), the gate's own code and Great Expectations' version.
-    None when the verdict cannot be keyed (files missing, or a modality with files of its own)."""
-    if spec.modality not in _REUSABLE_MODALITIES or not spec.card_path:
+    card, params.yaml (the fold parameters), the gate's own code, the module of the card's modality
+    plug-in and Great Expectations' version.
+    None when the verdict cannot be keyed (files missing, or a modality whose gate reads files of its
+    own: an image or a multimodal card's verdict is always computed afresh)."""
+    modality = modality_of(spec)
+    if not modality.verdict_reusable or not spec.card_path:
         return None
+    # The modality's plug-in decides checks and fold identity too (it may live outside the project).
     inputs = [spec.path, folds_module.folds_path(spec), Path(spec.card_path),
-              paths.project_root() / "params.yaml", *map(Path, _GATE_MODULES)]
+              paths.project_root() / "params.yaml", *map(Path, _GATE_MODULES),
+              Path(inspect.getfile(type(modality)))]
     if not all(path.is_file() for path in inputs):
         return None
     digest = hashlib.sha256(metadata.version("great-expectations").encode())

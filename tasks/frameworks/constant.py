@@ -13,7 +13,7 @@ from tasks.frameworks._onnx import TARGET_OPSET
 from tasks.frameworks._tabular import labels_from_proba
 from tasks.frameworks.base import FittedModel, FrameworkAdapter, TaskInfo
 from tasks.frameworks.capabilities import OnnxGraph
-from tasks.specs import Budget
+from tasks.specs import Budget, DatasetSpec
 
 STATE_FILE = "constant.json"
 
@@ -82,8 +82,14 @@ class ConstantAdapter(FrameworkAdapter):
     name = "constant"
     package = "scikit-learn"  # nothing of its own; the version shown is the project's scientific stack
     install_hint = "pip install scikit-learn"
-    # It reads no feature at all, so it is the baseline of every kind of dataset.
-    modalities = frozenset({"tabular", "multimodal", "text", "image"})  # it reads no feature
+    # It reads no feature at all, so it is the baseline of every kind of dataset: the shipped
+    # modalities are named here, and `applies_to` takes any other a plug-in adds.
+    modalities = frozenset({"tabular", "multimodal", "text", "image"})
+
+    def applies_to(self, spec: DatasetSpec) -> str | None:
+        if spec.problem_type not in self.problem_types:
+            return f"{self.name} does not handle {spec.modality} {spec.problem_type} problems."
+        return None
 
     def fit(
         self,

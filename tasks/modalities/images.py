@@ -15,6 +15,7 @@ from tasks.specs import DatasetSpec
 
 class ImageModality(ModalityPlugin):
     name = "image"
+    verdict_reusable = False  # the gate decodes the image files under the dataset's folder
 
     def row_identity(self, spec: DatasetSpec, frame: pd.DataFrame) -> np.ndarray:
         # The same picture is the same example whatever its label or file name: images group by

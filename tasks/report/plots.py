@@ -92,21 +92,16 @@ def critical_difference(
 
 
 def elo(ratings: pd.DataFrame, anchor: str, path: Path) -> Path:
-    """Horizontal bars with 95% bootstrap intervals; the anchor's 1000 drawn as a line."""
+    """Each rating as a point on its 95% bootstrap interval; the anchor's 1000 drawn as a line.
+
+    The interval is drawn from its own ends, not as error bars around the rating: a percentile
+    interval from few bootstrap rounds can leave out the rating itself (matplotlib refuses the
+    negative error bar that would make)."""
     table = ratings.sort_values("elo")
     figure, axes = plt.subplots(figsize=(7, 1.2 + 0.4 * len(table)))
     y = np.arange(len(table))
-    errors = np.vstack([table["elo"] - table["ci_low"], table["ci_high"] - table["elo"]])
-    axes.errorbar(
-        table["elo"],
-        y,
-        xerr=errors,
-        fmt="o",
-        color="tab:blue",
-        ecolor="gray",
-        capsize=4,
-        label="Elo (95% bootstrap interval)",
-    )
+    axes.hlines(y, table["ci_low"], table["ci_high"], color="gray", linewidth=1.5)
+    axes.plot(table["elo"], y, "o", color="tab:blue", label="Elo (95% bootstrap interval)")
     axes.axvline(1000, color="tab:red", linestyle="--", linewidth=1, label=f"{anchor} = 1000 (anchor)")
     axes.set_yticks(y, table["framework"])
     axes.set_xlabel("Elo rating (Bradley-Terry, points)")

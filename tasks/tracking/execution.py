@@ -24,8 +24,8 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 
 from tasks import paths
-from tasks.align import report_path as alignment_report_path
 from tasks.errors import UserError
+from tasks.modalities.base import modality_of
 from tasks.multimodal.combinations import split_name
 from tasks.specs import FrameworkRef, load_dataset_spec
 from tasks.tracking import store
@@ -317,7 +317,8 @@ def mark_unfinished(execution: Execution) -> None:
 
 
 def log_alignment_reports(execution: Execution, datasets: list[str]) -> list[str]:
-    """Attach each multimodal dataset's alignment report to the execution's parent run.
+    """Attach each dataset's modality files to the execution's parent run: a multimodal dataset's
+    alignment report, as its plug-in names it (tasks/modalities/multimodal.py).
 
     Saved as the artifact `datasets/NAME.alignment.json` (one per base dataset, however many of its
     modality combinations the suite runs); returns the artifact paths logged.
@@ -329,11 +330,10 @@ def log_alignment_reports(execution: Execution, datasets: list[str]) -> list[str
             spec = load_dataset_spec(base)
         except UserError:
             continue
-        report = alignment_report_path(spec)
-        if spec.modality == "multimodal" and report.is_file():
+        for artifact in modality_of(spec).run_artifacts(spec):
             with store.write_lock:
-                client.log_artifact(execution.execution_id, str(report), artifact_path="datasets")
-            logged.append(f"datasets/{report.name}")
+                client.log_artifact(execution.execution_id, str(artifact), artifact_path="datasets")
+            logged.append(f"datasets/{artifact.name}")
     return logged
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from tasks.align import align_dataset, alignment_metrics, load_report, report_path
 from tasks.errors import UserError
+from tasks.modalities.base import modality_of
 from tasks.multimodal.cards import multimodal_card
 from tasks.specs import load_dataset_spec
 
@@ -198,6 +199,22 @@ def test_a_drifting_clock_fails_the_gate_and_writes_no_table(home: Path) -> None
     assert any("exceeds the tolerance" in failure for failure in report.failures)
     assert not spec.path.exists()
     assert load_report(spec)["passed"] is False
+
+
+def test_the_step_before_the_gate_is_the_multimodal_plugins_alignment(home: Path) -> None:
+    # What the benchmark flow runs before the gate (flows/benchmark.py prepare_dataset).
+    make_dataset(home, {"ref": Faults(), "drifting": Faults(offset_s=0.1, rate_hz=50.0, drift_ppm=2000)})
+    spec = load_dataset_spec("synthetic")
+    plugin = modality_of(spec)
+    assert plugin.prepares and not plugin.verdict_reusable
+    reasons = plugin.before_gate(spec)
+    assert len(reasons) == 1 and reasons[0].startswith("alignment: stream 'drifting'")
+    assert plugin.run_artifacts(spec) == [report_path(spec)]  # the report of the failed alignment
+    make_dataset(home, {"ref": Faults(), "other": Faults(offset_s=0.25, rate_hz=50.0)})
+    spec = load_dataset_spec("synthetic")
+    assert plugin.before_gate(spec) == []
+    table = spec.model_copy(update={"modality": "tabular"})
+    assert not modality_of(table).prepares and modality_of(table).before_gate(table) == []
 
 
 def test_unrelated_streams_fail_the_gate_on_correlation(home: Path) -> None:

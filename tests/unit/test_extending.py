@@ -9,13 +9,17 @@ count of files a new plug-in touches, the figure docs/extending/index.md gives.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests") not in sys.path:  # jobs_support: the tiny project the job tests share
@@ -300,6 +304,132 @@ def test_an_evaluations_figures_reach_compare_and_the_report(project: dict[str, 
     report = build_report(runs, tmp_path / "report", title="toy", bootstrap_rounds=20)
     assert "## Prediction rate" in report.markdown
     assert report.markdown.index("## Prediction rate") < report.markdown.index("## Files")
+    assert len(written) == 1
+
+
+# ------------------------------------------------------------------------------ a modality
+
+TOY_MODALITY = '''
+    """1-D signals as a modality: each row's signal is a text column of space-separated samples."""
+    import numpy as np
+    import pandas as pd
+    from pydantic import BaseModel, ConfigDict
+
+    from tasks.modalities.base import GateCheck, ModalityPlugin
+    from tasks.specs import DatasetSpec
+
+
+    class SignalBlock(BaseModel):
+        """The card's `signal:` block."""
+
+        model_config = ConfigDict(extra="forbid")
+        column: str  # the column holding the signals
+        length: int  # samples per signal
+
+
+    def samples(text: object) -> list[float]:
+        return [float(value) for value in str(text).split()]
+
+
+    class SignalModality(ModalityPlugin):
+        name = "signal"
+        card_blocks = {"signal": SignalBlock}
+        suite_fields = frozenset({"signal_windows"})
+
+        def block(self, spec: DatasetSpec) -> SignalBlock:
+            return SignalBlock(**spec.modality_blocks["signal"])
+
+        def row_identity(self, spec: DatasetSpec, frame: pd.DataFrame) -> np.ndarray:
+            # The same samples are the same signal, however the file spaces or pads them.
+            column = self.block(spec).column
+            return np.asarray([" ".join(f"{value:g}" for value in samples(text)) for text in frame[column]])
+
+        def gate_checks(self, spec: DatasetSpec, frame: pd.DataFrame) -> list[GateCheck]:
+            block = self.block(spec)
+            wrong = int((frame[block.column].map(lambda text: len(samples(text))) != block.length).sum())
+            sentence = (f"{spec.name}: {wrong} signal(s) of '{block.column}' do not have {block.length} "
+                        "samples; fix the data or the card's `signal.length`.") if wrong else ""
+            return [("signal_length", wrong == 0, sentence, wrong)]
+
+
+    MODALITY = SignalModality()
+'''
+
+
+def _signal_card(root: Path, **fields: object) -> Path:
+    card = {"name": "toy_signals", "source": {"package": "numpy", "call": "tests/unit/test_extending.py"},
+            "file": "toy_signals.csv", "target": "label", "problem_type": "binary", "rows": 40,
+            "columns": {"signal": "text"}, "folds": 2, **fields}
+    path = root / "specs" / "datasets" / "toy_signals.yaml"
+    path.write_text(yaml.safe_dump(card, sort_keys=False))
+    return path
+
+
+def test_a_modality_reads_its_block_groups_its_folds_and_gates_its_data(
+        project: dict[str, DatasetSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.data.folds import load_folds
+    from tasks.data.load import load_frame
+    from tasks.data.materialize import save_folds
+    from tasks.data.validate import validate_dataset
+    from tasks.errors import UserError
+    from tasks.modality import MODALITIES
+    from tasks.specs import load_dataset_spec, load_suite
+
+    written = _plugin_package(tmp_path, monkeypatch, "toy_modality_plugins", {"signals": TOY_MODALITY})
+    assert "signal" in MODALITIES.names()
+    root = tmp_path / "project"
+    (root / "params.yaml").write_text((ROOT / "params.yaml").read_text())  # the gate keys its verdict by it
+    rng = np.random.default_rng(0)
+    waves = [rng.normal(loc=0.5 * (row % 2), size=8).round(3) for row in range(40)]
+    texts = [" ".join(f"{value:g}" for value in wave) for wave in waves]
+    pairs = [(0, 1), (2, 3), (10, 11), (20, 21), (30, 31)]
+    for first, copy in pairs:  # the first row's signal, written otherwise (and labelled otherwise)
+        texts[copy] = "  ".join(f"{value:.4f}" for value in waves[first])
+    frame = pd.DataFrame({"signal": texts, "label": ["high" if row % 2 else "low" for row in range(40)]})
+    frame.to_csv(root / "datasets" / "toy_signals.csv", index=False)
+
+    card = _signal_card(root, modality="signal", signal={"column": "signal", "length": 8})
+    spec = load_dataset_spec(card)
+    assert spec.modality_blocks == {"signal": {"column": "signal", "length": 8}}
+    save_folds(spec, load_frame(spec))
+    folds = load_folds(spec)
+    # One signal, one fold: the plug-in's identity, not the text's (by chance: 1 in 32).
+    assert all(folds[first] == folds[copy] for first, copy in pairs)
+    outcome = validate_dataset(spec)
+    assert outcome.ok, outcome.failures
+    assert validate_dataset(spec).reused  # nothing changed: the verdict is read back
+    written[0].write_text(written[0].read_text() + "# an edit of the plug-in\n")
+    assert not validate_dataset(spec).reused  # the plug-in decides the verdict too
+    # The baseline reads no feature, so it takes the new modality: a job in a process of its own,
+    # which reads the card (and so finds the plug-in) again.
+    result = run_job(_job(spec, "constant"), spec, tmp_path / "runs" / "modality")
+    assert result.status == "ok", result.error
+    assert {"acc", "auc", "result"} <= set(result.scores)  # scored by the harness like any job
+
+    frame.loc[5, "signal"] = "1 2 3"  # a signal three samples long
+    frame.to_csv(root / "datasets" / "toy_signals.csv", index=False)
+    failed = validate_dataset(spec)
+    assert not failed.ok
+    assert "toy_signals: 1 signal(s) of 'signal' do not have 8 samples" in " ".join(failed.failures)
+
+    # The card's mistakes, each one sentence naming the field.
+    for fields, sentence in [
+        ({"modality": "sigal"}, "field 'modality': Value error, unknown modality 'sigal'; known modalities: "
+                                "image, multimodal, signal, tabular, text; did you mean 'signal'?"),
+        ({"modality": "signal", "signal": {"column": "signal"}},
+         "field 'signal.length' is required; add it."),
+        ({"modality": "signal", "signal": {"column": "signal", "length": 8, "rate": 1}},
+         "unknown field 'signal.rate'"),
+        ({"signal": {"column": "signal", "length": 8}},
+         "field 'signal' is the signal modality's block; set `modality: signal` or remove it."),
+    ]:
+        with pytest.raises(UserError, match=re.escape(sentence)):
+            load_dataset_spec(_signal_card(root, **fields))
+
+    suite = root / "specs" / "suites" / "toy_signals.yaml"
+    suite.write_text(yaml.safe_dump({"datasets": ["tiny_binary"], "frameworks": ["constant"],
+                                     "budget": "test", "signal_windows": 3}))
+    assert load_suite(suite, {}).model_extra == {"signal_windows": 3}  # the modality's suite field
     assert len(written) == 1
 
 

@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:  # bench/ holds the synthetic-run helper; it is no
     sys.path.insert(0, str(ROOT))
 
 from bench.synthetic_runs import SyntheticSuite, synthetic_jobs  # noqa: E402
-from tasks.report import aggregate, amlb, elo, jobs, leaderboard, pareto, ranking, stability  # noqa: E402
+from tasks.report import aggregate, amlb, elo, jobs, leaderboard, pareto, plots, ranking, stability  # noqa: E402
 
 
 def test_friedman_matches_scipy_with_ties() -> None:
@@ -89,6 +89,18 @@ def test_elo_from_a_synthetic_tournament_orders_frameworks_and_anchors_the_basel
     assert list(table.sort_values("elo").index) == ["constant", "weak", "mid", "strong"]
     assert table.loc["constant", "elo"] == pytest.approx(1000.0)
     assert (table["ci_low"] <= table["elo"] + 1e-9).all() and (table["elo"] <= table["ci_high"] + 1e-9).all()
+
+
+def test_the_elo_figure_draws_an_interval_that_leaves_out_its_rating(tmp_path: Path) -> None:
+    # Five bootstrap rounds over three datasets: a percentile interval may miss the rating it
+    # brackets (here f2's), which the figure must draw as it is instead of failing.
+    rng = np.random.default_rng(0)
+    frameworks = ["constant", "f0", "f1", "f2"]
+    rows = [{"dataset": f"d{d}", "fold": f, "seed": 0, "framework": name, "score": rng.normal() + 0.3 * i}
+            for d in range(3) for f in range(2) for i, name in enumerate(frameworks)]
+    ratings = elo.elo_ratings(pd.DataFrame(rows), anchor="constant", rounds=5).ratings
+    assert ((ratings["elo"] < ratings["ci_low"]) | (ratings["elo"] > ratings["ci_high"])).any()
+    assert plots.elo(ratings, "constant", tmp_path / "elo.png").is_file()
 
 
 def _synthetic(**kwargs) -> pd.DataFrame:  # noqa: ANN003
