@@ -610,7 +610,7 @@ def start_mlflow_server(settings: ClusterSettings, creds: dict[str, str]) -> int
         "AWS_CA_BUNDLE": str(stack.ca_file),
     })
     return spawn_on(settings, "control", "mlflow-server", [
-        str(Path(sys.executable).parent / "mlflow"), "server", "--app-name", "basic-auth",
+        str(Path(sys.executable).parent / "mlflow"), "server", "--app-name", "team-auth",
         "--host", settings.control, "--port", str(settings.mlflow_port), "--workers", "2",
         "--backend-store-uri", stack.database_url("mlflow", "psycopg2"),
         "--artifacts-destination", f"s3://{ARTIFACTS_BUCKET}/mlflow",

@@ -371,7 +371,7 @@ def start_mlflow_server(settings: StackSettings, creds: dict[str, str]) -> int:
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
     })
     argv = [
-        _bin("mlflow"), "server", "--app-name", "basic-auth",
+        _bin("mlflow"), "server", "--app-name", "team-auth",
         "--host", settings.host, "--port", str(settings.mlflow_port), "--workers", "2",
         "--backend-store-uri", settings.database_url("mlflow", "psycopg2"),
         "--artifacts-destination", str(settings.artifacts_dir),
