@@ -12,8 +12,8 @@ code") puts first on ``sys.path`` when MLflow loads the model, and its pip requi
 so ``mlflow models serve -m runs:/ID/model --env-manager local`` works from any directory where the
 frameworks are installed. One archive, not the package's folder: each file of a model is one
 upload through the MLflow server's artifact proxy, and the package has some 170 files.
-``save_pyfunc`` writes the model to a folder: what the serving evaluation serves, before the job
-is logged. tasks/tracking/job_run.py logs the same model with the job's run.
+``save_pyfunc`` writes the model to a folder, the one place that does: what the serving evaluation
+serves, before the job is logged, and what tasks/tracking/job_run.py uploads as the job's run's model.
 
 The one module below tracking that imports MLflow (see the MLflow door in .importlinter): the
 serving evaluation serves the model as MLflow serves it, and tracking sits a layer above the
@@ -40,7 +40,7 @@ from typing import Any
 import mlflow.pyfunc
 import pandas as pd
 from mlflow.exceptions import MlflowException
-from mlflow.models import ModelSignature, infer_signature
+from mlflow.models import Model, ModelSignature, infer_signature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc.model import PythonModel
 from mlflow.types import ColSpec, DataType, Schema
@@ -207,20 +207,33 @@ def _remove_if_mine(folder: Path, pid: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_version: str,
-                signature: ModelSignature | None = None) -> Path:
-    """Write the job's pyfunc model to `destination`: the same wrapper, artifacts, code, pinned
-    requirements and signature as the model tracking logs with the job (tasks/tracking/job_run.py)."""
+def save_pyfunc(model_dir: Path, destination: Path, framework: str, framework_version: str, *,
+                signature: ModelSignature | None = None, input_example: pd.DataFrame | None = None,
+                mlflow_model: Model | None = None, archived: bool = False) -> Path:
+    """Write the job's pyfunc model to `destination`: the one place its folder is made, for the serving
+    evaluation (model/ as it is, before the job is logged) and for tracking (tasks/tracking/job_run.py,
+    which uploads the folder as the run's logged model). The wrapper, its code, the requirements
+    pinned for `model_dir` (a framework environment's own, if it made the model), the signature and
+    input example; `mlflow_model` is the MLmodel to fill (a logged model's ids and location), and
+    `archived` puts model/ in as one archive (archive_model_dir: one upload instead of one per file).
+
+    Models from code: the wrapper imports the harness's archive, so the model is served from any
+    directory; no model is loaded here (an H2O model would start a JVM)."""
     # Its advice (signatures, type hints) is for hand-written models, not for this wrapper.
     logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
-    mlflow.pyfunc.save_model(
-        path=str(destination),
-        python_model=str(MODEL_CODE),
-        artifacts={"model_dir": str(model_dir)},
-        code_paths=model_code_paths(),
-        pip_requirements=requirements(framework, framework_version),
-        signature=signature,
-    )
+    with tempfile.TemporaryDirectory(prefix="automl-eval-pyfunc-") as scratch:
+        artifact = archive_model_dir(model_dir, Path(scratch) / MODEL_ARCHIVE) if archived else model_dir
+        mlflow.pyfunc.save_model(
+            path=str(destination),
+            mlflow_model=mlflow_model,
+            python_model=str(MODEL_CODE),
+            artifacts={"model_dir": str(artifact)},  # copied into the model's folder
+            code_paths=model_code_paths(),
+            # Given, not inferred: inference loads the model in a subprocess, seconds per job.
+            pip_requirements=requirements(framework, framework_version, model_dir),
+            signature=signature,
+            input_example=input_example,
+        )
     return destination
 
 

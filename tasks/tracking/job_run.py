@@ -28,13 +28,7 @@ from mlflow.store.artifact.artifact_repository_registry import get_artifact_repo
 from tasks.align import alignment_metrics
 from tasks.anytime import ANYTIME_FILE, ANYTIME_METRIC
 from tasks.errors import UserError
-from tasks.evaluations._pyfunc import (
-    MODEL_ARCHIVE,
-    MODEL_CODE,
-    archive_model_dir,
-    model_code_paths,
-    requirements,
-)
+from tasks.evaluations._pyfunc import save_pyfunc
 from tasks.evaluations.stage import evaluation_folder
 from tasks.plan import Job, scaling_record
 from tasks.resources import SERIES_FILE, SERIES_TIME
@@ -328,8 +322,6 @@ def _log_files(artifact_uri: str, files: dict[str, Path]) -> None:
 def _log_pyfunc(run_id: str, experiment_id: str, job: Job, result: JobResult, job_dir: Path) -> None:
     """The job's model as a pyfunc model of its run, with the signature and input example the
     worker's test rows give (so MLflow shows its schema and serving checks its input)."""
-    # Its advice (signatures, type hints) is for hand-written models, not for this wrapper.
-    logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
     signature, example = signature_and_example(job_dir / INPUT_EXAMPLE_FILE, job_dir / PREDICTIONS_FILE,
                                                never_missing(job.dataset))
     try:
@@ -346,32 +338,23 @@ def _log_model(run_id: str, experiment_id: str, job: Job, result: JobResult, job
                signature: Any, example: Any) -> None:
     """MLflow's logged model, made in the steps `Model.log` takes, less its three requests that read
     back what this function already holds (the logged model twice, the run once): create it, link it
-    to the run as an output, save the pyfunc model locally, upload its folder to the logged model's
-    own artifact location, mark it ready. The job's model/ folder goes in as one archive.
+    to the run as an output, save the pyfunc model locally (save_pyfunc, the job's model/ folder as
+    one archive), upload its folder to the logged model's own artifact location, mark it ready.
 
     No model is validated by loading it here (Model.log's serving-input check would load an H2O model,
-    starting a JVM in the harness); models from code: the wrapper imports the harness's archive."""
+    starting a JVM in the harness)."""
     client = store.client()
     logged = client.create_logged_model(experiment_id, name=PYFUNC_NAME, source_run_id=run_id,
                                         params=_job_params(job))
     try:
         client.log_outputs(run_id, models=[LoggedModelOutput(logged.model_id, step=0)])
         with tempfile.TemporaryDirectory(prefix="automl-eval-log-model-") as scratch:
-            archive = archive_model_dir(job_dir / MODEL_DIR, Path(scratch) / MODEL_ARCHIVE)
-            local = Path(scratch) / PYFUNC_NAME
             described = mlflow.models.Model(artifact_path=logged.artifact_location,
                                             model_uuid=logged.model_id, run_id=run_id,
                                             model_id=logged.model_id)
-            mlflow.pyfunc.save_model(
-                path=str(local), mlflow_model=described,
-                python_model=str(MODEL_CODE),
-                artifacts={"model_dir": str(archive)},
-                signature=signature,
-                input_example=example,
-                code_paths=model_code_paths(),  # self-contained (one archive): served from any directory
-                # Given, not inferred: inference loads the model in a subprocess, seconds per job.
-                pip_requirements=requirements(job.framework, result.framework_version, job_dir / MODEL_DIR),
-            )
+            local = save_pyfunc(job_dir / MODEL_DIR, Path(scratch) / PYFUNC_NAME, job.framework,
+                                result.framework_version, signature=signature, input_example=example,
+                                mlflow_model=described, archived=True)
             repository = get_artifact_repository(logged.artifact_location, tracking_uri=store.tracking_uri())
             repository.log_artifacts(str(local))
     except BaseException:

@@ -2,10 +2,15 @@
 of the project's own modules sit at the top of the file.
 
 The cycle check reads every import, those inside functions included (they still tie modules
-together) and TYPE_CHECKING blocks excluded (never run), so a new cycle is caught even where no
-contract has an opinion. An import inside a function is allowed only with its reason on the
-import's first line, as a comment starting `# inside:` (an optional heavy framework, or a process
-that must not load MLflow or Prefect); at most MAX_INSIDE_IMPORTS of them.
+together) and those under `if TYPE_CHECKING:` too, so a new cycle is caught even where no contract
+has an opinion. A type-only import never runs, but the importer's interface still depends on the
+imported module: a lower module that names an upper one's types is not below it (so paths,
+frameworks/environments and multimodal/combinations describe what they read as small Protocols), and
+import-linter does not see such an import (.importlinter sets exclude_type_checking_imports).
+
+An import inside a function is allowed only with its reason on the import's first line, as a comment
+starting `# inside:` (an optional heavy framework, or a process that must not load MLflow or
+Prefect); at most MAX_INSIDE_IMPORTS of them.
 """
 
 from __future__ import annotations
@@ -29,14 +34,13 @@ class ImportSite:
     line: int
     inside_function: bool
     reason: str | None
-    type_only: bool = False  # under `if TYPE_CHECKING:`: no runtime edge, but still a layering one
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in sorted((REPO_ROOT / package).rglob("*.py")):
-            parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             found[".".join(parts)] = path
@@ -61,23 +65,18 @@ def _imported_names(node: ast.Import | ast.ImportFrom, package: str) -> list[str
     return [f"{base}.{alias.name}" for alias in node.names]
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-
-
-def import_sites() -> list[ImportSite]:
-    """Every import of a project module by a project module, those of TYPE_CHECKING blocks marked."""
-    modules = _modules()
+def import_sites(modules: dict[str, Path] | None = None) -> list[ImportSite]:
+    """Every import of a project module by a project module, those under TYPE_CHECKING included."""
+    modules = _modules() if modules is None else modules
     sites: list[ImportSite] = []
     for importer, path in modules.items():
         source = path.read_text()
         lines = source.splitlines()
         package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
 
-        def visit(node: ast.AST, inside: bool, type_only: bool = False, importer: str = importer,
-                  package: str = package, lines: list[str] = lines) -> None:
+        def visit(node: ast.AST, inside: bool, importer: str = importer, package: str = package,
+                  lines: list[str] = lines) -> None:
             for child in ast.iter_child_nodes(node):
-                child_type_only = type_only or _is_type_checking(child)
                 child_inside = inside or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
                 if isinstance(child, ast.Import | ast.ImportFrom):
                     line = lines[child.lineno - 1]
@@ -85,9 +84,8 @@ def import_sites() -> list[ImportSite]:
                     for name in _imported_names(child, package):
                         imported = _project_module(name, modules)
                         if imported and imported != importer:
-                            sites.append(ImportSite(importer, imported, child.lineno, inside, reason,
-                                                    type_only))
-                visit(child, child_inside, child_type_only)
+                            sites.append(ImportSite(importer, imported, child.lineno, inside, reason))
+                visit(child, child_inside)
 
         visit(ast.parse(source), False)
     return sites
@@ -138,6 +136,17 @@ def test_the_cycle_finder_finds_a_cycle_and_names_its_modules():
              ImportSite("c", "a", 1, False, None), ImportSite("c", "d", 1, False, None)]
     assert import_cycles(sites) == [["a", "b", "c"]]
     assert import_cycles(sites[:2]) == []
+
+
+def test_an_import_for_types_only_closes_a_cycle(tmp_path: Path):
+    package = tmp_path / "layered"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "upper.py").write_text("from layered import lower\n")
+    (package / "lower.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                                      "    from layered.upper import Thing\n")
+    assert import_cycles(import_sites(_modules(tmp_path, ("layered",)))) == [["layered.lower",
+                                                                             "layered.upper"]]
 
 
 def test_no_import_cycles():
