@@ -48,8 +48,11 @@ def _api_url() -> str:
 
 
 def _server_health(api_url: str) -> None:
+    # A team server behind TLS (the cluster's) is trusted through the CA its clients are given.
+    ca_file = os.environ.get("PREFECT_API_SSL_CERT_FILE")
+    context = team_stack.tls_context(Path(ca_file) if ca_file else None)
     try:
-        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=10):
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=10, context=context):
             return
     except (urllib.error.URLError, OSError):
         raise UserError(f"no Prefect server answers at {api_url} (PREFECT_API_URL); "

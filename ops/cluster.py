@@ -64,6 +64,9 @@ TEAM_DIR = ".team"  # inside each host's checkout: its CA copy, client.env, logs
 POSTGRES_BIN = Path("/usr/lib/postgresql")
 # control's own PostgreSQL, on its loopback: only the servers beside it (and a benchmark run there) use it
 CONTROL_PG_URL = "postgresql://postgres@127.0.0.1:5432"
+FLOW_HOST = "client"  # where the deployments' suite flows run (their process worker)
+FLOW_WORKER_POLL_S = 5  # how often it asks the Prefect server for a flow run to start
+SUITE_FLOWS = 2  # suite flow runs at once on it
 STAGED_HOST = "/mnt/host"  # ops/host_shell.py: the host's own folder, as its processes see it
 
 
@@ -723,6 +726,23 @@ def start_worker(settings: ClusterSettings, creds: dict[str, str], host: str, pi
     return pid
 
 
+def deploy_and_start_flow_worker(settings: ClusterSettings, creds: dict[str, str],
+                                 pids: dict[str, int]) -> int:
+    """The team's deployments (nightly, manual) registered from FLOW_HOST as a person registers them
+    (`automl-eval deploy`), and the process worker of pool `cpu` that runs their suite flows there:
+    a nightly's suite runs on FLOW_HOST and hands its jobs to the worker hosts, as `run` does."""
+    env = host_env(settings, creds, FLOW_HOST)
+    bin_dir = Path(sys.executable).parent
+    run_on(settings, FLOW_HOST, [str(bin_dir / "automl-eval"), "deploy", "--gpus", "0"], env,
+           what=f"registering the deployments from {FLOW_HOST}")
+    env["PREFECT_WORKER_QUERY_SECONDS"] = str(FLOW_WORKER_POLL_S)
+    pid = spawn_on(settings, FLOW_HOST, team_stack.FLOW_WORKER, [
+        str(bin_dir / "prefect"), "worker", "start", "--pool", team_stack.CPU_POOL, "--type", "process",
+        "--name", team_stack.FLOW_WORKER, "--limit", str(SUITE_FLOWS)], env)
+    pids[f"{FLOW_HOST}/{team_stack.FLOW_WORKER}"] = pid
+    return pid
+
+
 # ---------------------------------------------------------------- up, down, state
 
 
@@ -808,6 +828,8 @@ def up(settings: ClusterSettings) -> ClusterState:
         for host in WORKER_HOSTS:
             start_worker(settings, creds, host, pids)
         mark("workers")
+        deploy_and_start_flow_worker(settings, creds, pids)
+        mark("deployments")
         return _save(settings, pids, timings)
     except BaseException:
         stop(settings)

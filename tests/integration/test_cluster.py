@@ -216,6 +216,28 @@ def test_a_suite_from_client_runs_on_both_worker_hosts_and_reads_back_through_ml
     assert objects.get("KeyCount", 0) > 0, "MLflow's artifacts are not in the store"
 
 
+NIGHTLY_FROM_CLIENT = """
+    import json
+    from prefect.deployments import run_deployment
+    run = run_deployment("automl-eval-nightly/nightly", parameters={{"suite": "{suite}", "team": "nightly"}},
+                         timeout=600, poll_interval=3)
+    print(json.dumps({{"state": run.state.type.value, "message": run.state.message or ""}}))
+"""
+
+
+def test_the_nightly_deployment_runs_on_its_flow_worker_and_both_worker_hosts(
+        hosts: cluster.ClusterSettings) -> None:
+    """`cluster up` registered the deployments from client and started their process worker there;
+    a nightly triggered through the Prefect server runs its suite on that worker, and its jobs on
+    both worker hosts, each recorded once."""
+    ran = _on(hosts, "client", NIGHTLY_FROM_CLIENT.format(suite=SUITE), timeout_s=700)
+    assert ran["state"] == "COMPLETED", ran
+    jobs = _jobs(hosts)["jobs"]
+    assert len(jobs) == len({j["key"] for j in jobs}) == 4, jobs
+    assert {j["status"] for j in jobs} == {"ok"}, jobs
+    assert {j["host"] for j in jobs} == set(cluster.WORKER_HOSTS), "both worker hosts take the nightly's jobs"
+
+
 def _holder(hosts: cluster.ClusterSettings, suite: subprocess.Popen[str]) -> str:
     """The worker host to kill: one with a job process (more than its worker and fork server),
     once both jobs are out or a few seconds after the first (a worker may hold both)."""
