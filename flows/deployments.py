@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from prefect import flow, tags
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.states import Failed
 from pydantic import Field
 
 from flows.benchmark import benchmark
@@ -130,13 +131,28 @@ def manual(
 def nightly(suite: str = NIGHTLY_SUITE, team: str = "nightly") -> Any:
     """The nightly suite, always a fresh execution, then compared with the previous successful one.
 
-    Ends Failed when the night regressed (the regression artifact and MLflow tags say where)."""
+    Ends Failed when the night regressed (the regression artifact and MLflow tags say where), or
+    when jobs ran and none ended ok."""
 
     with tags("nightly"):
         # In this flow run (not a subflow): the nightly's artifacts are on the run Prefect shows.
         outcome = benchmark.fn(suite=suite, team=team, execution="new", trigger="nightly")
     regressed = _compare_with_previous_nightly(outcome)
-    return regressed if regressed is not None else outcome
+    if regressed is not None:
+        return regressed
+    return nothing_succeeded(outcome) or outcome
+
+
+def nothing_succeeded(outcome: dict[str, Any]) -> Any | None:
+    """A Failed state when jobs ran and none ended ok (a night whose every job failed is no success,
+    whatever the comparison finds), else None."""
+    counts: dict[str, int] = outcome.get("counts") or {}
+    if not sum(counts.values()) or counts.get("ok"):
+        return None
+    suite = outcome.get("suite", "the suite")
+    said = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+    return Failed(message=f"no job of {suite} ended ok ({said}); the leaderboard and each job's MLflow run "
+                          f"say why; once fixed, `automl-eval run {suite} --retry-failed` reruns them.")
 
 
 def _compare_with_previous_nightly(outcome: dict[str, Any]) -> Any | None:
