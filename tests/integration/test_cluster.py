@@ -289,6 +289,58 @@ def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
     assert {j["status"] for j in after["jobs"]} == {"ok"}
 
 
+@pytest.mark.heavy  # about a minute and a half: the held job, the retry, and the late one's end
+def test_a_host_cut_off_mid_job_is_lost_and_its_late_end_records_nothing(
+        hosts: cluster.ClusterSettings) -> None:
+    """A worker host's link taken down mid-job (its cable pulled; its processes live on): the suite
+    records the job lost within the heartbeat bound and ends. With the link back, the cut-off worker
+    finishes that job and records nothing (the suite gave its task run up); `--retry-failed` then
+    runs it once, and no job key ever has two runs."""
+    for host in cluster.WORKER_HOSTS:
+        hosts.outside(host, HOLD).touch()
+    suite = _suite(hosts, "--new", "--frameworks", "flaky", "--folds", "2")
+    victim = ""
+    try:
+        victim = _holder(hosts, suite)
+        survivor = next(h for h in cluster.WORKER_HOSTS if h != victim)
+        cluster.link(hosts, victim, up=False)
+        cut_at = time.monotonic()
+        hosts.outside(survivor, HOLD).unlink()  # what the other host holds goes on
+        output, _ = suite.communicate(timeout=300)
+        noticed_s = time.monotonic() - cut_at
+    finally:
+        if victim:
+            cluster.link(hosts, victim, up=True)
+        for host in cluster.WORKER_HOSTS:
+            hosts.outside(host, HOLD).unlink(missing_ok=True)  # the cut-off job ends too, late
+        if suite.poll() is None:
+            suite.kill()
+    assert suite.returncode == 0, output[-3000:]
+    print(f"{victim} cut off; the suite ended {noticed_s:.1f} s later")
+    first = _jobs(hosts)
+    lost = [j for j in first["jobs"] if j["status"] == "failed"]
+    assert lost and all("lost" in j["error"] and victim in j["error"] for j in lost), first
+
+    # The cut-off worker, its link back, ends the job it held: its job process goes, its record not.
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and len(cluster.host_pids(hosts, victim)) > 2:
+        time.sleep(1)
+    assert len(cluster.host_pids(hosts, victim)) <= 2, "the cut-off worker never ended its job"
+    time.sleep(10)  # the time a late record would take to arrive
+    late = _jobs(hosts)
+    assert sorted((j["key"], j["status"]) for j in late["jobs"]) == sorted(
+        (j["key"], j["status"]) for j in first["jobs"]), "the cut-off worker recorded its job after all"
+
+    rerun = _suite(hosts, "--retry-failed", "--frameworks", "flaky", "--folds", "2")
+    output, _ = rerun.communicate(timeout=400)
+    assert rerun.returncode == 0, output[-3000:]
+    assert f"ran {len(lost)} now" in output, output[-2000:]
+    after = _jobs(hosts)
+    keys = [j["key"] for j in after["jobs"]]
+    assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
+    assert {j["status"] for j in after["jobs"]} == {"ok"}
+
+
 def test_the_store_hanging_and_mlflow_restarting_mid_suite_lose_no_record(
         hosts: cluster.ClusterSettings) -> None:
     """The object store (its node and S3 gateway) frozen for 30 s, and the MLflow server stopped and
