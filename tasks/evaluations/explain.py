@@ -6,7 +6,8 @@ with a confidence interval), SHAP values (the tree explainer where shap reads th
 else the permutation explainer with a background sample from the training part), their fidelity
 (PGI/PGU: the prediction gap when the top-k features are perturbed, against the bottom-k), and the
 framework's own importance where the model offers one (AutoGluon's feature_importance, H2O's varimp).
-Text datasets are explained at token level where the model offers its tokens (tfidf_logreg). What
+A modality may bring its own explainer (tasks/evaluations/by_modality.py): text datasets are
+explained at token level where the model offers its tokens (tfidf_logreg). What
 a model offers is asked of it (tasks/frameworks/capabilities.py), never read from its name.
 Stability across folds and seeds and agreement between frameworks are cross-job figures: the
 report computes them from importance.csv.
@@ -34,6 +35,7 @@ from tasks.evaluations.base import (
     EvaluationStatus,
     PostJobEvaluation,
 )
+from tasks.evaluations.by_modality import evaluations_of
 from tasks.figures import Figure
 from tasks.frameworks.capabilities import NotOffered
 
@@ -93,8 +95,9 @@ class ExplainEvaluation(PostJobEvaluation):
         assert isinstance(settings, ExplainSettings)  # the context holds this evaluation's own settings
         context.model, context.fold  # noqa: B018 - load both before the clock starts
         _start_clock(context)
-        if context.spec.modality == "text":
-            return _explain_text(context, settings)
+        explainer = evaluations_of(context.spec.modality).explainer  # the modality's own (text's)
+        if explainer is not None:
+            return explainer(context)
         fold, spec = context.fold, context.spec
         text_columns = [c for c in fold.X_test.columns if spec.columns.get(c) == "text"]
         features = [c for c in fold.X_test.columns if spec.columns.get(c) not in ("text", "id", "ignore")]
@@ -335,7 +338,10 @@ def _framework_importance(context: EvaluationContext, X: pd.DataFrame, y: pd.Ser
 # ---------------------------------------------------------------- text: token level
 
 
-def _explain_text(context: EvaluationContext, settings: ExplainSettings) -> EvaluationResult:
+def explain_text(context: EvaluationContext) -> EvaluationResult:
+    """Token-level SHAP of a text dataset's one text column (the text modality's explainer)."""
+    settings = context.settings
+    assert isinstance(settings, ExplainSettings)  # the context holds this evaluation's own settings
     texts = [c for c in context.fold.X_test.columns if context.spec.columns.get(c) == "text"]
     try:
         token_split = context.model.text_tokens()

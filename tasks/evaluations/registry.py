@@ -14,7 +14,8 @@ EXTRA_EVALUATIONS_ENV = "AUTOML_EVAL_EXTRA_EVALUATIONS"
 
 EVALUATIONS: Registry[PostJobEvaluation] = Registry(
     "post-job evaluation", "evaluations", base=PostJobEvaluation, package="tasks.evaluations",
-    attribute="EVALUATION", skip=frozenset({"base", "registry", "stage", "child"}),
+    attribute="EVALUATION",
+    skip=frozenset({"base", "registry", "stage", "child", "by_modality", "modalities"}),
     extra_env=EXTRA_EVALUATIONS_ENV)
 
 

@@ -20,6 +20,7 @@ from tasks import resources
 from tasks.child_process import error_tail
 from tasks.child_requests import REQUEST_FILE, EvaluationRequest
 from tasks.evaluations.base import EvaluationResult
+from tasks.evaluations.by_modality import evaluations_of
 from tasks.evaluations.registry import get_evaluation
 from tasks.frameworks.environments import MODEL_REQUIREMENTS_FILE
 from tasks.frameworks.registry import get_adapter
@@ -72,7 +73,8 @@ def _evaluate(name: str, block: dict[str, Any], job: Job, spec: DatasetSpec, job
                                    reason=f"the job is {result.status}: there is no model to evaluate")
         outcome.save(folder)
         return outcome
-    reason = evaluation.applies_to(spec, job.framework) or _made_elsewhere(job)
+    reason = (evaluation.applies_to(spec, job.framework)
+              or evaluations_of(spec.modality).not_applicable.get(name) or _made_elsewhere(job))
     if reason:
         outcome = EvaluationResult(status="not applicable", reason=reason)
         outcome.save(folder)

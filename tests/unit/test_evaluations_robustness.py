@@ -50,7 +50,7 @@ def _tiny_frame() -> tuple[pd.DataFrame, FrameFacts]:
     roles = {"a": "numeric", "b": "numeric", "c": "categorical", "note": "text",
              "acc__x__mean": "numeric", "acc__x__std": "numeric"}
     return frame, FrameFacts(roles=roles, importance=["b", "a", "c", "note", "acc__x__mean", "acc__x__std"],
-                             multimodal=True)
+                             sensor_streams=True)
 
 
 def _changed(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ count of files a new plug-in touches, the figure docs/extending/index.md gives.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -28,7 +29,7 @@ if str(ROOT / "tests") not in sys.path:  # jobs_support: the tiny project the jo
 from jobs_support.tiny_project import make_project  # noqa: E402
 
 from bench.synthetic_runs import SyntheticSuite, synthetic_jobs  # noqa: E402
-from tasks.evaluations.stage import run_evaluations  # noqa: E402
+from tasks.evaluations.stage import evaluation_folder, run_evaluations  # noqa: E402
 from tasks.jobs import run_job  # noqa: E402
 from tasks.launch import LAUNCHER_ENV  # noqa: E402
 from tasks.plan import Job  # noqa: E402
@@ -315,6 +316,8 @@ TOY_MODALITY = '''
     import pandas as pd
     from pydantic import BaseModel, ConfigDict
 
+    from tasks.evaluations.base import EvaluationContext, EvaluationResult
+    from tasks.evaluations.by_modality import ModalityEvaluations
     from tasks.modalities.base import GateCheck, ModalityPlugin
     from tasks.specs import DatasetSpec
 
@@ -353,6 +356,28 @@ TOY_MODALITY = '''
 
 
     MODALITY = SignalModality()
+
+
+    def explain_signals(context: EvaluationContext) -> EvaluationResult:
+        """A signal is one feature: how much `result` drops when the signals are shuffled between rows."""
+        X, model = context.fold.X_test, context.model
+
+        def result(frame: pd.DataFrame) -> float:
+            proba = model.predict_proba(frame)
+            return context.score(proba.columns.to_numpy()[proba.to_numpy().argmax(axis=1)], proba)["result"]
+
+        shuffled = X.sample(frac=1.0, random_state=0).set_axis(X.index)
+        return EvaluationResult("ok", metrics={"explain_features": 1.0,
+                                               "explain_top_importance": result(X) - result(shuffled)},
+                                tags={"explain_shap_explainer": "none",
+                                      "explain_framework_importance": "none"})
+
+
+    # What the evaluations do with it (a level above the modality): its own explainer, no text
+    # corruptions of its samples' text, and no serving.
+    MODALITY_EVALUATIONS = ModalityEvaluations(
+        "signal", explainer=explain_signals, corruption_families=frozenset({"missing", "feature_drop"}),
+        not_applicable={"serving": "signals are not served yet: no request codec reads them."})
 '''
 
 
@@ -402,9 +427,30 @@ def test_a_modality_reads_its_block_groups_its_folds_and_gates_its_data(
     assert not validate_dataset(spec).reused  # the plug-in decides the verdict too
     # The baseline reads no feature, so it takes the new modality: a job in a process of its own,
     # which reads the card (and so finds the plug-in) again.
-    result = run_job(_job(spec, "constant"), spec, tmp_path / "runs" / "modality")
+    job, job_dir = _job(spec, "constant"), tmp_path / "runs" / "modality"
+    result = run_job(job, spec, job_dir)
     assert result.status == "ok", result.error
     assert {"acc", "auc", "result"} <= set(result.scores)  # scored by the harness like any job
+
+    # The post-job evaluations, each in a process of its own, as the plug-in's entry says.
+    evaluated = run_evaluations(job, spec, job_dir, result, {
+        "explain": {"enabled": True, "time_s": 60},
+        "robustness": {"enabled": True, "time_s": 60, "corruptions": ["feature_drop", "text_casing"],
+                       "severities": [1.0], "draws": 1, "adversarial_rows": 0, "replay": False},
+        "serving": {"enabled": True}}).evaluations
+    explain = evaluated["explain"]
+    assert explain["status"] == "ok", explain["reason"]
+    # The baseline reads no feature: shuffling the signals changes nothing.
+    assert explain["metrics"] == {"explain_features": 1.0, "explain_top_importance": 0.0}
+    robustness = evaluated["robustness"]
+    assert robustness["status"] == "ok", robustness["reason"]
+    assert robustness["metrics"]["robust_feature_drop_auc"] == 1.0  # nothing to lose for the baseline
+    assert "robust_text_casing_auc" not in robustness["metrics"]
+    info = json.loads((evaluation_folder(job_dir, "robustness") / "result.json").read_text())["info"]
+    assert info["not_applicable"]["text_casing"] == ("text corruptions are not given to signal datasets (its "
+                                                     "corruption_families: feature_drop, missing)")
+    assert evaluated["serving"] == {"status": "not applicable", "reason": "signals are not served yet: no "
+                                    "request codec reads them.", "metrics": {}, "files": [], "wall_s": 0.0}
 
     frame.loc[5, "signal"] = "1 2 3"  # a signal three samples long
     frame.to_csv(root / "datasets" / "toy_signals.csv", index=False)

@@ -13,21 +13,22 @@ import pandas as pd
 import pytest
 
 from tasks.data.fold_data import load_fold
+from tasks.evaluations.by_modality import evaluations_of
 from tasks.evaluations.robustness import RobustnessSettings, case_seed
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, corrupt
-from tasks.evaluations.robustness.images import (
-    IMAGE_CORRUPTIONS,
-    IMAGE_FAMILY,
-    ImageLayout,
-    corrupt_images,
-    image_layout,
-)
+from tasks.evaluations.robustness.images import IMAGE_CORRUPTIONS, IMAGE_FAMILY, corrupt_images
 from tasks.images.codec import decode, encode_png
-from tasks.specs import load_dataset_spec
+from tasks.images.layout import ImageLayout
+from tasks.specs import DatasetSpec, load_dataset_spec
 
 NAMES = [corruption.name for corruption in IMAGE_CORRUPTIONS]
 FAMILIES = {"image_occlusion", "image_noise", "image_blur", "image_brightness_contrast", "image_colour_shift",
             "image_jpeg", "image_rotation", "image_pixelation"}
+
+
+def image_layout(spec: DatasetSpec, columns: list[str]) -> ImageLayout | None:
+    """Where robustness finds the fold's images: the dataset's modality's entry says."""
+    return evaluations_of(spec.modality).images(spec, columns)
 
 
 def picture(channels: int, seed: int = 0, side: int = 16) -> np.ndarray:

@@ -19,8 +19,9 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 import tasks.evaluations.robustness.replay as replay  # the module: its names (load, save) are generic
-from tasks.align import alignment_metrics
+from tasks.errors import UserError
 from tasks.evaluations.base import EvaluationContext, EvaluationResult, EvaluationSettings, PostJobEvaluation
+from tasks.evaluations.by_modality import ModalityEvaluations, evaluations_of
 from tasks.evaluations.robustness.adversarial import (
     AttackOutcome,
     AttackSettings,
@@ -30,7 +31,7 @@ from tasks.evaluations.robustness.adversarial import (
 )
 from tasks.evaluations.robustness.corruptions import CORRUPTIONS, FrameFacts, condition_column, corrupt
 from tasks.evaluations.robustness.gradient import GradientSettings, PixelOutcome, noise_cases, pixel_attacks
-from tasks.evaluations.robustness.images import IMAGE_FAMILY, image_layout
+from tasks.evaluations.robustness.images import IMAGE_FAMILY
 from tasks.evaluations.robustness.images import preload as preload_image_transforms
 from tasks.evaluations.robustness.replay import ReplayCase, replay_path
 from tasks.evaluations.robustness.search import (
@@ -296,6 +297,17 @@ def _constant_scores(context: EvaluationContext) -> dict[str, float]:
     return context.score(*answer(baseline, fold.task, fold.X_test))  # read as every case is
 
 
+def given_families(entry: ModalityEvaluations) -> frozenset[str] | None:
+    """The corruption families a modality's entry gives its jobs (None: all); a family it names
+    that does not exist is one sentence, since it would silently leave every corruption out."""
+    families = entry.corruption_families
+    unknown = sorted(set(families or ()) - set(FAMILIES))
+    if unknown:
+        raise UserError(f"the {entry.name} modality's MODALITY_EVALUATIONS: unknown corruption family "
+                        f"'{unknown[0]}' in corruption_families; known families: {', '.join(FAMILIES)}.")
+    return families
+
+
 def permutation_importance(scorer: Scorer, seed: int) -> tuple[list[str], str]:
     """Columns by the drop in `result` when each one's test values are shuffled, most important first.
 
@@ -447,24 +459,29 @@ class RobustnessEvaluation(PostJobEvaluation):
         settings = context.settings
         assert isinstance(settings, RobustnessSettings)  # the context holds this evaluation's own settings
         fold = context.fold
-        multimodal = context.spec.modality == "multimodal"
-        facts = FrameFacts(roles=dict(fold.task.column_roles), multimodal=multimodal,
-                           image=image_layout(context.spec, list(fold.X_test.columns)))
+        modality = evaluations_of(context.spec.modality)  # streams, images, families: its entry's
+        facts = FrameFacts(roles=dict(fold.task.column_roles), sensor_streams=modality.sensor_streams,
+                           image=modality.images(context.spec, list(fold.X_test.columns)))
         scorer = Scorer(context, context.model, facts, {}, settings.breaking_share, settings.seed,
                         settings.draws)
         importance, importance_note = permutation_importance(scorer, settings.seed)
         conditions = {c: condition_column(fold.X_test, c, facts) for c in fold.X_test.columns}
-        facts = FrameFacts(roles=facts.roles, importance=importance, multimodal=facts.multimodal,
+        facts = FrameFacts(roles=facts.roles, importance=importance, sensor_streams=facts.sensor_streams,
                            conditions=conditions, image=facts.image)
         scorer.facts = facts
         order = {column: rank for rank, column in enumerate(importance)}
         not_applicable: dict[str, str] = {}
         chosen: dict[str, tuple[str, list[str]]] = {}
+        families = given_families(modality)
         for name in settings.corruptions:
             entry = CORRUPTIONS[name]
+            if families is not None and entry.family not in families:
+                not_applicable[name] = (f"{entry.family} corruptions are not given to {modality.name} "
+                                        f"datasets (its corruption_families: {', '.join(sorted(families))})")
+                continue
             targets = [] if entry.unavailable else entry.targets(fold.X_test, facts)
             if entry.unavailable:
-                if facts.multimodal:
+                if facts.sensor_streams:
                     not_applicable[name] = entry.unavailable
                 continue
             if not targets:
@@ -527,11 +544,7 @@ class RobustnessEvaluation(PostJobEvaluation):
                          "bisections": curve.bisections, "cases": len(curve.cases),
                          "complete": curve.complete(settings.severities)}
                   for name, curve in outcome.curves.items() if curve.scored}
-        info: dict[str, Any] = {}
-        if multimodal:
-            # The stream corruptions stand beside the alignment gate's own figures (residual skew etc.).
-
-            info["alignment"] = alignment_metrics(context.spec.name)
+        info = modality.robustness_info(context.spec)
         unbuilt = [c for c in cases if c.status == BUILD_ERROR]
         reasons = [] if complete else [outcome.stop_reason]
         if unbuilt:

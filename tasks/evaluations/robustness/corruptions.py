@@ -39,6 +39,7 @@ from tab_err.error_type import CategorySwap, MissingValue, Outlier, Typo, WrongU
 import tasks.evaluations.robustness.images as images  # the modules, not the package that imports this one
 import tasks.evaluations.robustness.text as text
 from tasks.images.card import IMAGE_ROLE
+from tasks.images.layout import ImageLayout
 from tasks.multimodal.cards import FEATURE_SEPARATOR
 
 UNSEEN_CATEGORY = "__unseen__"
@@ -140,10 +141,11 @@ class FrameFacts:
 
     roles: dict[str, str]  # column -> card role (numeric, categorical, text, ...)
     importance: list[str] = field(default_factory=list)  # columns, most important first (the model's)
-    multimodal: bool = False
+    # The numeric columns STREAM__FEATURE are a sensor stream's features (the modality's entry says).
+    sensor_streams: bool = False
     conditions: dict[str, str] = field(default_factory=dict)  # column -> its MAR condition column
     # Where the fold holds its images (an image card's column, a pixel table's pixels); None: no images.
-    image: images.ImageLayout | None = None
+    image: ImageLayout | None = None
 
     def columns(self, frame: pd.DataFrame, role: str) -> list[str]:
         return [c for c in frame.columns if self.roles.get(c) == role]
@@ -157,7 +159,7 @@ class FrameFacts:
 
     def streams(self, frame: pd.DataFrame) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
-        if self.multimodal:
+        if self.sensor_streams:
             for column in self.numeric(frame):
                 if FEATURE_SEPARATOR in column:
                     found.setdefault(column.split(FEATURE_SEPARATOR, 1)[0], []).append(column)

@@ -7,8 +7,9 @@ are albumentations' own (ImageNet-C's families, as image robustness studies use 
 touches a pixel except through them, and through OpenCV/Pillow to decode and encode.
 
 The same corrupted images reach every framework: an image dataset's encoded images (the CNN) and
-its pixel table's rows (`pixels_of`, tabular learners on the flattened image) are decoded to the
-same uint8 arrays, corrupted from the same seeds (keyed by the image card's name, not by the
+its pixel table's rows (`pixels_of`, tabular learners on the flattened image) are read through an
+`ImageLayout` (tasks/images/layout.py, chosen by the modality's evaluations entry) as the same
+uint8 arrays, corrupted from the same seeds (keyed by the image card's name, not by the
 table's data version) in the same row order, and written back as PNG bytes or flattened pixels.
 Their degradation curves and breaking points are therefore comparable.
 """
@@ -23,72 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.images.card import image_card, image_column, pixels_of
-from tasks.images.codec import decode, encode_png
-from tasks.specs import DatasetSpec, load_dataset_spec
+from tasks.images.layout import ImageLayout
 
 IMAGE_FAMILY = "image"
 # albumentations asks PyPI for a newer release at import unless told not to: nothing here may reach
 # a hub at run time (set before its first import, in _albumentations).
 NO_UPDATE_CHECK = "NO_ALBUMENTATIONS_UPDATE"
-
-
-@dataclass(frozen=True)
-class ImageLayout:
-    """Where a test fold holds its images: one column of encoded images (an image card), or one
-    numeric column per pixel, row by row and channel last (a pixel table)."""
-
-    target: str  # the name a case gives the image: the image card's image column
-    shape: tuple[int, int, int]  # height, width, channels (the image card's)
-    seed_key: str  # the image card's name: the card and its pixel table draw the same corruptions
-    column: str | None = None  # encoded images (PNG bytes), for an image card
-    pixel_columns: tuple[str, ...] = ()  # for a pixel table
-
-    def images(self, frame: pd.DataFrame) -> list[np.ndarray]:
-        """The frame's images as uint8 arrays (height, width, channels)."""
-        if self.column is not None:
-            return [decode(data) for data in frame[self.column].tolist()]
-        values = frame[list(self.pixel_columns)].to_numpy(dtype=float)
-        pixels = np.clip(np.rint(np.nan_to_num(values, nan=0.0)), 0, 255).astype(np.uint8)
-        return list(pixels.reshape(len(frame), *self.shape))
-
-    def written(self, frame: pd.DataFrame, images: list[np.ndarray]) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The frame with `images` in place of its own, and the mask of the cells that changed."""
-        data = frame.copy()
-        mask = pd.DataFrame(False, index=frame.index, columns=frame.columns)
-        if self.column is not None:
-            encoded = [encode_png(image) for image in images]
-            original = frame[self.column].tolist()
-            mask[self.column] = [new != old for new, old in zip(encoded, original, strict=True)]
-            data[self.column] = pd.Series(encoded, index=frame.index, dtype=object)
-            return data, mask
-        columns = list(self.pixel_columns)
-        flat = np.stack(images).reshape(len(frame), -1) if images else np.zeros((0, len(columns)))
-        before = frame[columns].to_numpy(dtype=float)
-        mask[columns] = flat != before
-        for position, column in enumerate(columns):
-            kind = frame[column].dtype
-            data[column] = flat[:, position].astype(kind if pd.api.types.is_numeric_dtype(kind) else float)
-        return data, mask
-
-
-def image_layout(spec: DatasetSpec, columns: list[str]) -> ImageLayout | None:
-    """The test fold's images: those of an image card, or of the image card a pixel table is made
-    from; None for any other dataset (the image corruptions then have nothing to hit)."""
-    if spec.modality == "image":
-        card = image_card(spec)
-        return ImageLayout(image_column(spec), (card.height, card.width, card.channels), spec.name,
-                           column=image_column(spec))
-    source = pixels_of(spec)
-    if source is None:
-        return None
-    images = load_dataset_spec(source)
-    card = image_card(images)
-    pixels = tuple(f"p{index}" for index in range(card.height * card.width * card.channels))
-    if not set(pixels) <= set(columns):
-        return None  # a pixel table whose columns are not the image's pixels: nothing to corrupt
-    return ImageLayout(image_column(images), (card.height, card.width, card.channels), images.name,
-                       pixel_columns=pixels)
 
 
 def _albumentations() -> tuple[Any, Any]:
