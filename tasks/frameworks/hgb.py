@@ -3,6 +3,7 @@ boosting until its rounds are done or the budget's time is spent, whichever come
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pandas as pd
 from tasks.frameworks._sklearn import SklearnAdapter, SklearnModel
 from tasks.frameworks._tabular import FeatureSchema, search_seconds, shared_columns
 from tasks.frameworks.base import TaskInfo
-from tasks.frameworks.capabilities import NotOffered, TreeEnsemble
+from tasks.frameworks.capabilities import NotOffered, OnnxGraph, TreeEnsemble
 from tasks.specs import Budget
 
 MAX_NATIVE_CATEGORIES = 255
@@ -37,6 +38,12 @@ def category_codes(X: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 class HistGradientBoostingModel(SklearnModel):
+    def to_onnx(self, folder: Path) -> OnnxGraph:
+        # Not skl2onnx's converter: it writes categorical splits as thresholds, wrong without an error.
+        from tasks.frameworks._hgb_onnx import hgb_graph
+
+        return hgb_graph(self.estimator, self.schema, self.task)
+
     def tree_ensemble(self) -> TreeEnsemble:
         if self.schema.levels:
             # shap reads HistGradientBoosting's numeric splits only, not its categorical bitsets.

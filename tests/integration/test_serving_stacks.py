@@ -1,5 +1,6 @@
 """Serving stacks answer the test fold as the model does in process, before any load: the
-onnxruntime stack (the model's ONNX graph behind a minimal ASGI app) on a small random forest (rf);
+onnxruntime stack (the model's ONNX graph behind a minimal ASGI app) on a small random forest (rf)
+and on hgb with a categorical column and missing values;
 a stack whose answers differ fails with the largest difference and reports no figure; a model
 without an ONNX graph is skipped with the reason. (The mlflow stack's parity is asserted by
 test_evaluations_serving.py, on every serving run.)"""
@@ -72,11 +73,25 @@ def test_the_onnxruntime_stack_answers_the_test_fold_as_the_model_does(project: 
     assert status == 400 and "dataframe_split" in json.loads(answer)["message"]
 
 
+def test_hgb_with_categories_and_missing_values_is_served_by_onnxruntime_with_parity(
+        project: dict[str, DatasetSpec], tmp_path: Path) -> None:
+    # The tiny data as it is: a categorical column and missing values, which hgb's own graph routes
+    # as its trees do.
+    context = _context(project, tmp_path, "hgb", "binary")
+    stack = all_stacks()["onnxruntime"]
+    server = stack.server(context, context.folder, [], healthcheck_s=60)
+    with server:
+        server.start()
+        server.wait_until_up(60)
+        gap, limit = parity_gap(server, context, stack)
+    assert gap <= limit
+
+
 def test_a_model_without_an_onnx_graph_is_skipped_with_the_reason(project: dict[str, DatasetSpec],
                                                                    tmp_path: Path) -> None:
-    # hgb's time-limited estimator is a subclass skl2onnx has no converter registered for.
-    context = _context(project, tmp_path, "hgb", "binary")
-    with pytest.raises(NotOffered, match="TimedHistGradientBoostingClassifier"):
+    # EBM offers no ONNX conversion.
+    context = _context(project, tmp_path, "ebm", "binary")
+    with pytest.raises(NotOffered, match="no ONNX converter for this model"):
         all_stacks()["onnxruntime"].server(context, context.folder, [], healthcheck_s=60)
 
 
