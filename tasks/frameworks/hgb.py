@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.frameworks._hgb_onnx import hgb_graph
 from tasks.frameworks._sklearn import SklearnAdapter, SklearnModel
 from tasks.frameworks._tabular import FeatureSchema, search_seconds, shared_columns
 from tasks.frameworks.base import TaskInfo
@@ -40,8 +41,6 @@ def category_codes(X: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 class HistGradientBoostingModel(SklearnModel):
     def to_onnx(self, folder: Path) -> OnnxGraph:
         # Not skl2onnx's converter: it writes categorical splits as thresholds, wrong without an error.
-        from tasks.frameworks._hgb_onnx import hgb_graph
-
         return hgb_graph(self.estimator, self.schema, self.task)
 
     def tree_ensemble(self) -> TreeEnsemble:
