@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -253,4 +254,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Its settings are environment variables (above): an argument, --help included, starts no run.
+    if sys.argv[1:]:
+        print(__doc__)
+        raise SystemExit(0 if sys.argv[1:] in (["-h"], ["--help"]) else 2)
     main()
