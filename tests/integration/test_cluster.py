@@ -516,6 +516,7 @@ def test_a_worker_with_other_code_or_a_wrong_credential_is_refused_with_one_sent
     assert "refused by worker cpu-a on cpu-a: its code" in log
 
 
+@pytest.mark.heavy  # the benchmark's smoke run, as every benchmark's (about a minute and a half)
 def test_the_control_plane_benchmark_runs_on_this_cluster(hosts: cluster.ClusterSettings) -> None:
     """bench.bench_cluster's smoke run (its SMOKE_ELSEWHERE): its measurement on this cluster, two
     workers, two jobs, then its report over job runs written into control's MLflow database and read

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 from prefect.server import task_queue
@@ -12,9 +15,18 @@ from prefect.server.schemas.core import TaskRun
 
 from ops import prefect_server
 
+T = TypeVar("T")
+
 
 def _run(key: str) -> TaskRun:
     return TaskRun(task_key=key, dynamic_key=uuid.uuid4().hex)
+
+
+def _apart(scenario: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run on a thread of its own: an earlier test in this pytest worker may have left an
+    event loop running on the main thread."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, scenario).result(timeout=120)
 
 
 @pytest.fixture
@@ -44,7 +56,7 @@ def test_a_waiter_sleeps_until_a_run_arrives_and_then_gets_it(queues: object) ->
 
     task_queue.TaskQueue.get_nowait = counted  # type: ignore[method-assign]
     try:
-        run = asyncio.run(scenario())
+        run = _apart(scenario())
     finally:
         task_queue.TaskQueue.get_nowait = original  # type: ignore[method-assign]
     assert run.task_key == "team-job"
@@ -62,7 +74,7 @@ def test_a_waiter_cancelled_by_its_timeout_loses_no_run_and_retries_come_first(q
         got = [await asyncio.wait_for(multi.get(), timeout=5) for _ in range(2)]
         return [str(run.id) for run in got] + [str(returned.id), str(first.id)]
 
-    got_first, got_second, returned, first = asyncio.run(scenario())
+    got_first, got_second, returned, first = _apart(scenario())
     assert (got_first, got_second) == (returned, first)
 
 
@@ -78,6 +90,6 @@ def test_two_waiters_and_two_keys_each_run_goes_to_one_waiter_of_its_key(queues:
         gpu_got = await asyncio.wait_for(gpu, timeout=5)
         return {str(r.id) for r in cpu_got}, {str(r.id) for r in runs[:2]}, gpu_got.id == runs[2].id
 
-    cpu_got, cpu_sent, gpu_got_its_run = asyncio.run(scenario())
+    cpu_got, cpu_sent, gpu_got_its_run = _apart(scenario())
     assert cpu_got == cpu_sent
     assert gpu_got_its_run
