@@ -1,4 +1,6 @@
-"""A job's MLflow record, counted in requests against a real `mlflow server`: 19, each one named.
+"""A job's MLflow record, counted in requests against a real `mlflow server`: 18, each one named, as
+a team worker makes it (MLflow's "View run" line suppressed, as the team's hosts set it; printing
+it costs a 19th request, a read of the run).
 
 The record was cut from 26 requests to 19 (no run read back before its files are uploaded, no logged
 model read back, one log_batch, the run's name and parent given when it is created, model/ as one
@@ -28,7 +30,6 @@ EXPECTED = Counter({
     "POST /api/2.0/mlflow/runs/outputs": 1,
     "POST /api/2.0/mlflow/runs/log-batch": 1,
     "POST /api/2.0/mlflow/runs/log-inputs": 1,
-    "GET /api/2.0/mlflow/runs/get": 1,
     "POST /api/2.0/mlflow/runs/update": 1,
     "PATCH /api/2.0/mlflow/logged-models/ID": 1,
     "PUT artifacts of the logged model": 9,
@@ -54,9 +55,10 @@ def _named(method: str, url: str) -> str:
     return f"{method} /{'/'.join(parts)}"
 
 
-def test_a_jobs_record_is_nineteen_requests(server: MlflowServer, tmp_path: Path,
+def test_a_jobs_record_is_eighteen_requests(server: MlflowServer, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTOML_EVAL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # as on the team's hosts
     monkeypatch.setenv("MLFLOW_TRACKING_URI", server.url)
     execution = start_execution("count", team="ml", selection={"folds": 1}, budget="test")
     job = make_job()
@@ -78,4 +80,4 @@ def test_a_jobs_record_is_nineteen_requests(server: MlflowServer, tmp_path: Path
     more, fewer = asked - EXPECTED, EXPECTED - asked
     assert not more and not fewer, (f"a job's record made {len(seen)} requests: more {dict(more)}, "
                                     f"fewer {dict(fewer)}")
-    assert sum(EXPECTED.values()) == 19
+    assert sum(EXPECTED.values()) == 18
