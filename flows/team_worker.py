@@ -302,12 +302,30 @@ def tracking_problem() -> str:
     return ""
 
 
+# A store just started may refuse a moment longer than its buckets take to appear: a worker once
+# refused to start on "Access Denied" under load, its buckets already served. A probe that fails fast
+# is tried again for this long before the worker refuses; one that times out (50 to 80 s, the block's
+# bound) is not tried again.
+PROBE_PATIENCE_S = 30.0
+PROBE_PAUSE_S = 3.0
+
+
 async def storage_problem(name: str) -> str:
     """Why this worker could not read a job's parameters or hand back its result, or '': a probe
     written to and read back from the team's result storage (a Prefect block), when one is set."""
     slug = PREFECT_TASKS_SCHEDULING_DEFAULT_STORAGE_BLOCK.value()
     if not slug:
         return ""  # one host: the results folder (PREFECT_LOCAL_STORAGE_PATH)
+    started = time.monotonic()
+    while True:
+        problem = await _probe_storage(slug, name)
+        if not problem or time.monotonic() - started >= PROBE_PATIENCE_S:
+            return problem
+        logger.warning("%s (trying again for up to %.0f s)", problem, PROBE_PATIENCE_S)
+        await asyncio.sleep(PROBE_PAUSE_S)
+
+
+async def _probe_storage(slug: str, name: str) -> str:
     probe = f"probes/{name}"
     try:
         storage: Any = await Block.aload(slug)  # a file system block (remote-file-system, local-file-system)
