@@ -253,40 +253,63 @@ def _holder(hosts: cluster.ClusterSettings, suite: subprocess.Popen[str]) -> str
     pytest.fail(f"no worker host ever held a job: {suite.communicate(timeout=60)[0][-2000:]}")
 
 
-def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
-        hosts: cluster.ClusterSettings) -> None:
+LostJobs = tuple[str, dict[str, Any], list[Any], float]  # the struck host, jobs, those lost, seconds
+
+
+def _lose_a_held_job(hosts: cluster.ClusterSettings, fault: Callable[[str], None],
+                     mend: Callable[[str], None] | None = None) -> LostJobs:
+    """A suite of two held jobs; `fault` strikes the host of one mid-job while the other goes on, and
+    `mend` (if any) undoes it once the suite ended. The suite must end and record the struck host's
+    jobs lost: (that host, the jobs recorded, those lost, seconds from the fault to the suite's end)."""
     for host in cluster.WORKER_HOSTS:
         hosts.outside(host, HOLD).touch()
     suite = _suite(hosts, "--new", "--frameworks", "flaky", "--folds", "2")
+    victim = ""
     try:
         victim = _holder(hosts, suite)
         survivor = next(h for h in cluster.WORKER_HOSTS if h != victim)
-        killed_at = time.monotonic()
-        assert cluster.kill_host(hosts, victim) >= 2  # every process of the host, its job's included
+        fault(victim)
+        struck_at = time.monotonic()
         hosts.outside(survivor, HOLD).unlink()  # what the other host holds goes on
         output, _ = suite.communicate(timeout=300)
-        noticed_s = time.monotonic() - killed_at
+        noticed_s = time.monotonic() - struck_at
     finally:
+        if victim and mend is not None:
+            mend(victim)
         for host in cluster.WORKER_HOSTS:
             hosts.outside(host, HOLD).unlink(missing_ok=True)
         if suite.poll() is None:
             suite.kill()
     assert suite.returncode == 0, output[-3000:]
-    print(f"{victim} killed; the suite ended {noticed_s:.1f} s later")
     first = _jobs(hosts)
     lost = [j for j in first["jobs"] if j["status"] == "failed"]
     assert lost and all("lost" in j["error"] and victim in j["error"] for j in lost), first
+    return victim, first, lost, noticed_s
 
-    cluster.restart_worker(hosts, victim)  # the machine comes back
+
+def _retry_failed_once(hosts: cluster.ClusterSettings, lost: list[Any]) -> dict[str, Any]:
+    """`--retry-failed` runs exactly the lost jobs, and every job key ends with one run, `ok`."""
     rerun = _suite(hosts, "--retry-failed", "--frameworks", "flaky", "--folds", "2")
     output, _ = rerun.communicate(timeout=400)
     assert rerun.returncode == 0, output[-3000:]
     assert f"ran {len(lost)} now" in output, output[-2000:]
     after = _jobs(hosts)
-    assert after["execution"] == first["execution"]
     keys = [j["key"] for j in after["jobs"]]
     assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
     assert {j["status"] for j in after["jobs"]} == {"ok"}
+    return after
+
+
+def test_a_host_killed_mid_job_is_recorded_lost_then_retried_on_the_other_once(
+        hosts: cluster.ClusterSettings) -> None:
+    def kill(host: str) -> None:
+        assert cluster.kill_host(hosts, host) >= 2  # every process of the host, its job's included
+
+    victim, first, lost, noticed_s = _lose_a_held_job(hosts, kill)
+    print(f"{victim} killed; the suite ended {noticed_s:.1f} s later")
+    cluster.restart_worker(hosts, victim)  # the machine comes back
+    after = _retry_failed_once(hosts, lost)
+    assert after["execution"] == first["execution"]
 
 
 @pytest.mark.heavy  # about a minute and a half: the held job, the retry, and the late one's end
@@ -296,30 +319,10 @@ def test_a_host_cut_off_mid_job_is_lost_and_its_late_end_records_nothing(
     records the job lost within the heartbeat bound and ends. With the link back, the cut-off worker
     finishes that job and records nothing (the suite gave its task run up); `--retry-failed` then
     runs it once, and no job key ever has two runs."""
-    for host in cluster.WORKER_HOSTS:
-        hosts.outside(host, HOLD).touch()
-    suite = _suite(hosts, "--new", "--frameworks", "flaky", "--folds", "2")
-    victim = ""
-    try:
-        victim = _holder(hosts, suite)
-        survivor = next(h for h in cluster.WORKER_HOSTS if h != victim)
-        cluster.link(hosts, victim, up=False)
-        cut_at = time.monotonic()
-        hosts.outside(survivor, HOLD).unlink()  # what the other host holds goes on
-        output, _ = suite.communicate(timeout=300)
-        noticed_s = time.monotonic() - cut_at
-    finally:
-        if victim:
-            cluster.link(hosts, victim, up=True)
-        for host in cluster.WORKER_HOSTS:
-            hosts.outside(host, HOLD).unlink(missing_ok=True)  # the cut-off job ends too, late
-        if suite.poll() is None:
-            suite.kill()
-    assert suite.returncode == 0, output[-3000:]
+    victim, first, lost, noticed_s = _lose_a_held_job(
+        hosts, lambda host: cluster.link(hosts, host, up=False),
+        mend=lambda host: cluster.link(hosts, host, up=True))  # the cut-off job ends too, late
     print(f"{victim} cut off; the suite ended {noticed_s:.1f} s later")
-    first = _jobs(hosts)
-    lost = [j for j in first["jobs"] if j["status"] == "failed"]
-    assert lost and all("lost" in j["error"] and victim in j["error"] for j in lost), first
 
     # The cut-off worker, its link back, ends the job it held: its job process goes, its record not.
     deadline = time.monotonic() + 180
@@ -330,15 +333,7 @@ def test_a_host_cut_off_mid_job_is_lost_and_its_late_end_records_nothing(
     late = _jobs(hosts)
     assert sorted((j["key"], j["status"]) for j in late["jobs"]) == sorted(
         (j["key"], j["status"]) for j in first["jobs"]), "the cut-off worker recorded its job after all"
-
-    rerun = _suite(hosts, "--retry-failed", "--frameworks", "flaky", "--folds", "2")
-    output, _ = rerun.communicate(timeout=400)
-    assert rerun.returncode == 0, output[-3000:]
-    assert f"ran {len(lost)} now" in output, output[-2000:]
-    after = _jobs(hosts)
-    keys = [j["key"] for j in after["jobs"]]
-    assert len(keys) == len(set(keys)) == 2, "a job key has two live runs"
-    assert {j["status"] for j in after["jobs"]} == {"ok"}
+    _retry_failed_once(hosts, lost)
 
 
 def test_the_store_hanging_and_mlflow_restarting_mid_suite_lose_no_record(

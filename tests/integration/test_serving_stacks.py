@@ -56,18 +56,26 @@ def _context(project: dict[str, DatasetSpec], tmp_path: Path, framework: str, ki
     return EvaluationContext(job=job, spec=spec, job_dir=job_dir, folder=folder, settings=settings, cores=[])
 
 
-def test_the_onnxruntime_stack_answers_the_test_fold_as_the_model_does(project: dict[str, DatasetSpec],
-                                                                       tmp_path: Path) -> None:
-    _complete(project["binary"])
-    context = _context(project, tmp_path, "rf", "binary")
+def _served_by_onnxruntime(context: EvaluationContext,
+                           also_ask: bytes | None = None) -> tuple[float, float, tuple[int, str] | None]:
+    """The job's model behind the onnxruntime stack: its parity gap on the test fold and that gap's
+    bound, and the answer to `also_ask` (a request body) while it is up."""
     stack = all_stacks()["onnxruntime"]
     server = stack.server(context, context.folder, [], healthcheck_s=60)
     with server:
         server.start()
         server.wait_until_up(60)
         gap, limit = parity_gap(server, context, stack)
-        status, answer = server.invoke(b'{"rows": []}')
-    assert gap <= limit and limit >= stack.parity_tolerance
+        answer = server.invoke(also_ask) if also_ask is not None else None
+    return gap, limit, answer
+
+
+def test_the_onnxruntime_stack_answers_the_test_fold_as_the_model_does(project: dict[str, DatasetSpec],
+                                                                       tmp_path: Path) -> None:
+    _complete(project["binary"])
+    context = _context(project, tmp_path, "rf", "binary")
+    gap, limit, (status, answer) = _served_by_onnxruntime(context, also_ask=b'{"rows": []}')
+    assert gap <= limit and limit >= all_stacks()["onnxruntime"].parity_tolerance
     assert (context.folder / "model.onnx").is_file()
     # A body that is not MLflow's format is the client's fault: HTTP 400 with the format it takes.
     assert status == 400 and "dataframe_split" in json.loads(answer)["message"]
@@ -78,12 +86,7 @@ def test_hgb_with_categories_and_missing_values_is_served_by_onnxruntime_with_pa
     # The tiny data as it is: a categorical column and missing values, which hgb's own graph routes
     # as its trees do.
     context = _context(project, tmp_path, "hgb", "binary")
-    stack = all_stacks()["onnxruntime"]
-    server = stack.server(context, context.folder, [], healthcheck_s=60)
-    with server:
-        server.start()
-        server.wait_until_up(60)
-        gap, limit = parity_gap(server, context, stack)
+    gap, limit, _ = _served_by_onnxruntime(context)
     assert gap <= limit
 
 
